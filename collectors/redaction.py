@@ -1,0 +1,93 @@
+"""Redaction of secrets before anything leaves the agent process.
+
+On by default: prompts and responses routinely contain API keys pasted by users, bearer
+tokens from tool outputs and credentials in URLs. The default rules are deliberately
+specific (prefixes and shapes of real credentials) so ordinary prose is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from guardtrace.schemas.names import REDACTION_MARKER_FORMAT
+
+__all__ = ["DEFAULT_RULES", "Redactor"]
+
+# name -> pattern. A rule with a group named `secret` replaces only that group, so the
+# text around it ("Authorization: Bearer", "https://user:") stays readable.
+DEFAULT_RULES: Mapping[str, str] = {
+    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    "api_key": (
+        r"\b(?:sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"
+        r"|AKIA[0-9A-Z]{16}"
+        r"|gh[pousr]_[A-Za-z0-9]{30,}"
+        r"|github_pat_[A-Za-z0-9_]{30,}"
+        r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
+        r"|AIza[0-9A-Za-z_\-]{35}"
+        r"|glpat-[A-Za-z0-9_\-]{20,})"
+    ),
+    "bearer_token": r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9_\-\.=~+/]{8,})",
+    "url_password": r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:(?P<secret>[^\s@/]+)@",
+    "secret_assignment": (
+        r"(?i)\b(?:api[_-]?key|secret|password|passwd|token|access[_-]?key)"
+        r"\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;]{6,})"
+    ),
+    "email": r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b",
+}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+
+    def apply(self, text: str) -> tuple[str, int]:
+        marker = REDACTION_MARKER_FORMAT.format(kind=self.kind)
+        if "secret" not in self.pattern.groupindex:
+            return self.pattern.subn(marker, text)
+
+        def replace(match: re.Match[str]) -> str:
+            start, end = match.span("secret")
+            whole = match.group(0)
+            offset = match.start()
+            return whole[: start - offset] + marker + whole[end - offset:]
+
+        return self.pattern.subn(replace, text)
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Replaces secrets in text with ``[REDACTED:<kind>]`` markers.
+
+    Args:
+        rules: Rule name -> regular expression. Defaults to :data:`DEFAULT_RULES`.
+        extra_rules: Rules added to ``rules`` (how a deployment extends redaction).
+        enabled: With False, :meth:`redact` returns text unchanged.
+    """
+
+    rules: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_RULES))
+    extra_rules: Mapping[str, str] = field(default_factory=dict)
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        compiled = tuple(
+            _Rule(kind, re.compile(pattern))
+            for kind, pattern in {**self.rules, **self.extra_rules}.items()
+        )
+        object.__setattr__(self, "_compiled", compiled)
+
+    def redact(self, text: str) -> str:
+        """Return ``text`` with every secret replaced by its marker."""
+        return self.redact_counted(text)[0]
+
+    def redact_counted(self, text: str) -> tuple[str, int]:
+        """Return the redacted text and how many secrets were replaced."""
+        if not self.enabled or not text:
+            return text, 0
+        total = 0
+        for rule in self._compiled:  # type: ignore[attr-defined]
+            text, count = rule.apply(text)
+            total += count
+        return text, total

@@ -1,0 +1,139 @@
+"""The debug-store record: one LLM interaction's full text, by request id.
+
+On the wire a record is JSON compressed with zstd, one Kafka message per chunk. A body
+larger than one message is split into ``chunk_count`` chunks that share ``payload_id``;
+the consumer stores each chunk as a row and queries reassemble them in ``chunk_index``
+order. A body larger than the collector's payload limit is cut at the limit and marked
+``truncated`` with its original size and sha256, so a reader always knows what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import zstandard
+
+__all__ = ["PayloadDecodeError", "PayloadRecord", "decode", "encode"]
+
+WIRE_VERSION = 1
+_REQUIRED = ("v", "payload_id", "request_id", "kind", "body", "chunk_index", "chunk_count",
+             "timestamp_ns")
+
+_compressor = zstandard.ZstdCompressor(level=3)
+_decompressor = zstandard.ZstdDecompressor()
+
+
+class PayloadDecodeError(ValueError):
+    """A payloads-topic message is not a guardtrace payload record."""
+
+
+@dataclass(frozen=True)
+class PayloadRecord:
+    """One chunk of a debug payload (most payloads are a single chunk).
+
+    Attributes:
+        payload_id: Shared by all chunks of one payload; deterministic row identity.
+        request_id: The request the interaction belongs to (the Kafka key).
+        kind: What the payload is (``hallucination_detection``, ``plan_generation``, ...).
+        body: This chunk's text (already redacted by the collector).
+        chunk_index: Zero-based position of this chunk.
+        chunk_count: How many chunks make up the body.
+        timestamp_ns: When the collector recorded it (Unix epoch, nanoseconds).
+        trace_id: Hex trace id of the span current at recording time, or "".
+        span_id: Hex span id of that span, or "".
+        body_bytes: Size in bytes of the whole (untruncated) body, UTF-8.
+        body_sha256: sha256 hex of the whole (untruncated) body.
+        truncated: True when the stored body was cut at the payload limit.
+        redactions: How many secrets the collector replaced in the body.
+        attributes: Free-form string attributes (model, retry number, ...).
+    """
+
+    payload_id: str
+    request_id: str
+    kind: str
+    body: str
+    chunk_index: int = 0
+    chunk_count: int = 1
+    timestamp_ns: int = 0
+    trace_id: str = ""
+    span_id: str = ""
+    body_bytes: int = 0
+    body_sha256: str = ""
+    truncated: bool = False
+    redactions: int = 0
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+def encode(record: PayloadRecord) -> bytes:
+    """Serialise one record (chunk) to its wire form."""
+    data = asdict(record)
+    data["v"] = WIRE_VERSION
+    return _compressor.compress(json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+                                .encode("utf-8"))
+
+
+def decode(raw: bytes) -> PayloadRecord:
+    """Parse a wire message back into a record.
+
+    Raises:
+        PayloadDecodeError: naming what is wrong (not zstd, not JSON, missing fields,
+            wrong types), so the consumer can route the message to the dead-letter topic.
+    """
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise PayloadDecodeError(f"payload message must be bytes, got {type(raw).__name__}")
+    try:
+        text = _decompressor.decompress(bytes(raw), max_output_size=64 * 1024 * 1024)
+    except zstandard.ZstdError as exc:
+        raise PayloadDecodeError(f"payload is not zstd-compressed: {exc}") from None
+    try:
+        data: Any = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PayloadDecodeError(f"payload is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PayloadDecodeError("payload JSON must be an object")
+    missing = [name for name in _REQUIRED if name not in data]
+    if missing:
+        raise PayloadDecodeError(f"payload is missing fields: {', '.join(missing)}")
+    if data["v"] != WIRE_VERSION:
+        raise PayloadDecodeError(f"unsupported payload wire version {data['v']!r}")
+    try:
+        record = PayloadRecord(
+            payload_id=_text(data, "payload_id", required=True),
+            request_id=_text(data, "request_id", required=True),
+            kind=_text(data, "kind", required=True),
+            body=_text(data, "body"),
+            chunk_index=_int(data, "chunk_index"),
+            chunk_count=_int(data, "chunk_count"),
+            timestamp_ns=_int(data, "timestamp_ns"),
+            trace_id=_text(data, "trace_id"),
+            span_id=_text(data, "span_id"),
+            body_bytes=_int(data, "body_bytes"),
+            body_sha256=_text(data, "body_sha256"),
+            truncated=bool(data.get("truncated", False)),
+            redactions=_int(data, "redactions"),
+            attributes={str(k): str(v) for k, v in dict(data.get("attributes") or {}).items()},
+        )
+    except (TypeError, ValueError) as exc:
+        raise PayloadDecodeError(f"payload has a field of the wrong type: {exc}") from None
+    if not 0 <= record.chunk_index < record.chunk_count:
+        raise PayloadDecodeError(
+            f"chunk_index {record.chunk_index} out of range for chunk_count {record.chunk_count}")
+    return record
+
+
+def _text(data: dict[str, Any], key: str, required: bool = False) -> str:
+    value = data.get(key, "")
+    if not isinstance(value, str):
+        raise TypeError(f"{key} must be a string")
+    if required and not value:
+        raise ValueError(f"{key} must not be empty")
+    return value
+
+
+def _int(data: dict[str, Any], key: str) -> int:
+    value = data.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"{key} must be a non-negative integer")
+    return value
