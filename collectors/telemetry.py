@@ -239,3 +239,35 @@ def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> 
     except Exception as exc:  # noqa: BLE001
         _count_hook_error("record_payload", exc)
         return False
+
+
+_internal_totals: dict[tuple[str, str], int] = {}
+_internal_lock = threading.Lock()
+
+
+def count_internal(metric: str, value: int, attributes: Mapping[str, str]) -> None:
+    """Add to one of guardtrace's own counters (drops, sends); never raises.
+
+    Besides the OTel counter, a process-local tally is kept (see :func:`internal_totals`):
+    when Kafka is down the counter cannot be exported, yet the agent, ``emit-test`` and
+    tests still need to see that telemetry was dropped.
+    """
+    reason = str(attributes.get(names.ATTR_REASON, ""))
+    with _internal_lock:
+        _internal_totals[(metric, reason)] = _internal_totals.get((metric, reason), 0) + value
+    try:
+        _SELF.counter(metric).add(value, dict(attributes))
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def internal_totals(metric: str | None = None) -> dict[str, int]:
+    """Process-lifetime totals of guardtrace's own counters, keyed ``metric`` or
+    ``metric{reason}``; with ``metric``, only that metric's entries."""
+    with _internal_lock:
+        items = list(_internal_totals.items())
+    out: dict[str, int] = {}
+    for (name, reason), total in items:
+        if metric is None or name == metric:
+            out[f"{name}{{{reason}}}" if reason else name] = total
+    return out

@@ -1,0 +1,218 @@
+"""The debug store's agent side: payloads queued in memory, shipped to Kafka by a thread.
+
+The caller's cost is a deque append: redaction, chunking, compression and the send all
+happen on a daemon worker (the shape of the OTel SDK's ``BatchProcessor``). The queue is
+bounded in bytes; when it is full, or Kafka is unreachable, payloads are dropped and
+counted in ``guardtrace.payloads_dropped{reason}``, never waited for.
+
+Size policy (also in the README): a body up to ``payload_limit_bytes`` is kept whole and
+split into chunks of at most one Kafka message each, which the consumer stores as rows
+and queries reassemble. A larger body is cut at the limit and marked truncated with its
+original size and sha256.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, replace
+
+from opentelemetry import trace
+
+from guardtrace.collectors.config import CollectorConfig
+from guardtrace.collectors.kafka_producer import LazyProducer
+from guardtrace.collectors.redaction import Redactor
+from guardtrace.collectors.telemetry import count_internal, log_rate_limited
+from guardtrace.schemas import names
+from guardtrace.schemas.payload_record import PayloadRecord, encode
+
+__all__ = ["KafkaPayloadSink", "split_utf8"]
+
+_HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_PAYLOAD)]
+
+
+@dataclass(frozen=True)
+class _Pending:
+    request_id: str
+    kind: str
+    body: str
+    attributes: dict[str, str]
+    timestamp_ns: int
+    trace_id: str
+    span_id: str
+    size: int
+
+
+def split_utf8(data: bytes, chunk_bytes: int) -> list[str]:
+    """Split UTF-8 ``data`` into strings of at most ``chunk_bytes`` bytes each.
+
+    Cuts never fall inside a multi-byte character, so every chunk decodes on its own.
+    """
+    chunks: list[str] = []
+    start = 0
+    while start < len(data):
+        end = min(start + chunk_bytes, len(data))
+        # Back up over continuation bytes (10xxxxxx) so the cut is on a boundary.
+        while end < len(data) and end > start and (data[end] & 0xC0) == 0x80:
+            end -= 1
+        chunks.append(data[start:end].decode("utf-8"))
+        start = end
+    return chunks or [""]
+
+
+class KafkaPayloadSink:
+    """Ships debug payloads to the payloads topic, keyed by request id.
+
+    Args:
+        config: Topic, size limits, queue bound and redaction switch.
+        producer: The shared lazy producer.
+        redactor: Applied to bodies and attributes on the worker thread.
+    """
+
+    def __init__(self, config: CollectorConfig, producer: LazyProducer,
+                 redactor: Redactor) -> None:
+        self._config = config
+        self._producer = producer
+        self._redactor = redactor
+        self._init_worker()
+        # A forked child inherits the deque but not the thread: start over there.
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._init_worker)
+
+    def _init_worker(self) -> None:
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._queued_bytes = 0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._shutdown = False
+        self._worker = threading.Thread(target=self._run, name="guardtrace-payloads",
+                                        daemon=True)
+        self._worker.start()
+
+    # -- caller side -------------------------------------------------------------------
+    def record(self, request_id: str, kind: str, body: str,
+               attributes: dict[str, str]) -> bool:
+        """Queue a payload; returns False (and counts) when it had to be dropped."""
+        if self._shutdown:
+            self._dropped("shutdown")
+            return False
+        # len() of a str is characters, not bytes; 4 bytes a character bounds UTF-8.
+        size = len(body) * 4 if not body.isascii() else len(body)
+        with self._lock:
+            if self._queued_bytes + size > self._config.payload_queue_bytes:
+                full = True
+            else:
+                full = False
+                context = trace.get_current_span().get_span_context()
+                self._queue.append(_Pending(
+                    request_id, kind, body, attributes, time.time_ns(),
+                    f"{context.trace_id:032x}" if context.is_valid else "",
+                    f"{context.span_id:016x}" if context.is_valid else "",
+                    size))
+                self._queued_bytes += size
+                self._idle.clear()
+        if full:
+            self._dropped("queue_full")
+            return False
+        self._wake.set()
+        return True
+
+    def force_flush(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the queue is shipped and the producer flushed."""
+        self._wake.set()
+        deadline = time.monotonic() + timeout_s
+        if not self._idle.wait(timeout_s):
+            return False
+        return self._producer.flush(max(0.0, deadline - time.monotonic()))
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Ship what is queued (within the timeout); later records are dropped."""
+        self.force_flush(timeout_s)
+        self._shutdown = True
+        self._wake.set()
+
+    # -- worker side -------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        self._idle.set()
+                        break
+                    item = self._queue.popleft()
+                try:
+                    self._ship(item)
+                except Exception as exc:  # noqa: BLE001 - the worker must survive
+                    log_rate_limited("payload-ship", "guardtrace payload not shipped: %r", exc)
+                    self._dropped("error")
+                finally:
+                    with self._lock:
+                        self._queued_bytes -= item.size
+            if self._shutdown:
+                return
+
+    def _ship(self, item: _Pending) -> None:
+        kafka = self._producer.get()
+        if kafka is None:
+            self._dropped("kafka_unavailable")
+            return
+        body, redactions = self._redactor.redact_counted(item.body)
+        attributes = {k: self._redactor.redact(v) for k, v in item.attributes.items()}
+        data = body.encode("utf-8")
+        body_bytes, sha = len(data), hashlib.sha256(data).hexdigest()
+        truncated = body_bytes > self._config.payload_limit_bytes
+        if truncated:
+            data = data[: self._config.payload_limit_bytes]
+        payload_id = uuid.uuid4().hex
+        messages = self._encode_chunks(data, truncated, PayloadRecord(
+            payload_id=payload_id, request_id=item.request_id, kind=item.kind, body="",
+            timestamp_ns=item.timestamp_ns, trace_id=item.trace_id, span_id=item.span_id,
+            body_bytes=body_bytes, body_sha256=sha, truncated=truncated,
+            redactions=redactions, attributes=attributes))
+        key = item.request_id.encode("utf-8")
+        for message in messages:
+            try:
+                future = kafka.send(self._config.payloads_topic, key=key, value=message,
+                                    headers=_HEADERS)
+            except Exception as exc:  # noqa: BLE001
+                log_rate_limited("payload-send", "guardtrace payload not queued for Kafka: %r",
+                                 exc)
+                self._dropped("send_failed")
+                return
+            future.add_errback(self._delivery_failed)
+        count_internal(names.METRIC_PAYLOADS_SENT, 1, {})
+
+    def _encode_chunks(self, data: bytes, truncated: bool, template: PayloadRecord) -> list[bytes]:
+        """Encode ``data`` as chunk records that each fit in one Kafka message.
+
+        JSON escaping can grow a chunk past the envelope headroom (a body of quotes and
+        newlines); when an encoded chunk is too large, the chunk size is halved and the
+        body re-split, so the broker's message limit is never what drops a payload.
+        """
+        chunk_bytes = self._config.payload_chunk_bytes
+        while True:
+            chunks = split_utf8(data, chunk_bytes)
+            if truncated:
+                chunks[-1] += names.TRUNCATION_MARKER
+            messages = [encode(replace(template, body=chunk, chunk_index=index,
+                                       chunk_count=len(chunks)))
+                        for index, chunk in enumerate(chunks)]
+            if max(map(len, messages)) <= self._config.max_message_bytes or chunk_bytes < 1024:
+                return messages
+            chunk_bytes //= 2
+
+    def _delivery_failed(self, exc: BaseException) -> None:
+        log_rate_limited("payload-deliver", "guardtrace payload chunk not delivered: %r", exc)
+        self._dropped("delivery_failed")
+
+    @staticmethod
+    def _dropped(reason: str) -> None:
+        count_internal(names.METRIC_PAYLOADS_DROPPED, 1, {names.ATTR_REASON: reason})

@@ -1,0 +1,169 @@
+"""``configure()``: wire the guard hooks' telemetry to Kafka (or an OTLP Collector).
+
+Modelled on the OTel API's global providers: everything is a no-op until configured,
+configuration happens once per process, and a second call warns and changes nothing
+(replacing providers under running hooks would lose what they hold).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from guardtrace.collectors import _state
+from guardtrace.collectors.cardinality import AgentLabelLimiter
+from guardtrace.collectors.config import CollectorConfig
+from guardtrace.collectors.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+from guardtrace.collectors.kafka_producer import LazyProducer
+from guardtrace.collectors.payload_sink import KafkaPayloadSink
+from guardtrace.collectors.redaction import Redactor
+
+__all__ = ["Telemetry", "configure", "force_flush", "shutdown"]
+
+logger = logging.getLogger("guardtrace.collectors")
+
+_lock = threading.Lock()
+_active: Telemetry | None = None
+
+
+@dataclass
+class Telemetry:
+    """The providers and sinks ``configure`` created; flush and shut them down here."""
+
+    config: CollectorConfig
+    tracer_provider: TracerProvider | None
+    meter_provider: MeterProvider | None
+    payload_sink: _state.PayloadSink
+    producer: LazyProducer | None
+
+    def force_flush(self, timeout_s: float = 10.0) -> bool:
+        """Export everything queued (spans, metrics, payloads); False on timeout."""
+        ok = True
+        if self.tracer_provider is not None:
+            ok = self.tracer_provider.force_flush(int(timeout_s * 1000)) and ok
+        if self.meter_provider is not None:
+            ok = self.meter_provider.force_flush(int(timeout_s * 1000)) and ok
+        ok = self.payload_sink.force_flush(timeout_s) and ok
+        if self.producer is not None:
+            ok = self.producer.flush(timeout_s) and ok
+        return ok
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """Flush, stop the background threads and close the producer."""
+        self.force_flush(timeout_s)
+        if self.tracer_provider is not None:
+            self.tracer_provider.shutdown()
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown(timeout_millis=timeout_s * 1000)
+        self.payload_sink.shutdown(timeout_s)
+        if self.producer is not None:
+            self.producer.close(timeout_s)
+
+
+def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | None = None,
+              redaction_rules: dict[str, str] | None = None,
+              **settings: Any) -> Telemetry:
+    """Wire guard telemetry; call once at agent start-up.
+
+    Every setting resolves from the keyword argument, then its ``GUARDTRACE_*``
+    environment variable, then the default (see :class:`CollectorConfig` and the
+    README's configuration table).
+
+    Args:
+        set_global: Also install the providers as the OTel global providers, so spans the
+            agent creates itself carry the guard events and travel the same way.
+        producer_overrides: Extra kafka-python producer settings.
+        redaction_rules: Extra redaction rules, name -> regular expression.
+        **settings: Any :class:`CollectorConfig` field, e.g. ``kafka_bootstrap``.
+
+    Returns:
+        The :class:`Telemetry` handle. A second call warns and returns the first handle.
+
+    Raises:
+        guardtrace.environment_variables.ConfigError: a setting is unusable.
+    """
+    global _active
+    with _lock:
+        if _active is not None:
+            warnings.warn("guardtrace.collectors.configure() was already called; the first "
+                          "configuration stays in effect", RuntimeWarning, stacklevel=2)
+            return _active
+        config = CollectorConfig.resolve(**settings)
+        redactor = Redactor(extra_rules=redaction_rules or {}, enabled=config.redact)
+        resource = Resource.create(
+            {SERVICE_NAME: config.service_name} if config.service_name else {})
+
+        producer = None
+        if config.exporter == "kafka" or config.capture_payloads:
+            producer = LazyProducer(config.kafka_bootstrap, config.max_message_bytes,
+                                    **(producer_overrides or {}))
+        span_exporter, metric_exporter = _exporters(config, producer, resource)
+
+        tracer_provider = meter_provider = None
+        if span_exporter is not None and metric_exporter is not None:
+            tracer_provider = TracerProvider(resource=resource)
+            tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+            meter_provider = MeterProvider(resource=resource, metric_readers=[
+                PeriodicExportingMetricReader(
+                    metric_exporter, export_interval_millis=config.metric_export_interval_ms)])
+            if set_global:
+                trace.set_tracer_provider(tracer_provider)
+                metrics.set_meter_provider(meter_provider)
+
+        payload_sink: _state.PayloadSink = _state.NullPayloadSink()
+        if config.capture_payloads and producer is not None:
+            payload_sink = KafkaPayloadSink(config, producer, redactor)
+
+        _state.install(_state.TelemetryState(
+            tracer_provider=tracer_provider, meter_provider=meter_provider,
+            payload_sink=payload_sink, limiter=AgentLabelLimiter(config.agent_label_cap),
+            redactor=redactor))
+        _active = Telemetry(config, tracer_provider, meter_provider, payload_sink, producer)
+        logger.info("guardtrace telemetry configured: exporter=%s bootstrap=%s",
+                    config.exporter, config.kafka_bootstrap)
+        return _active
+
+
+def _exporters(config: CollectorConfig, producer: LazyProducer | None,
+               resource: Resource) -> tuple[SpanExporter | None, MetricExporter | None]:
+    if config.exporter == "kafka":
+        assert producer is not None
+        service = str(resource.attributes.get(SERVICE_NAME, ""))
+        return (KafkaSpanExporter(producer, config.spans_topic, config.max_message_bytes),
+                KafkaMetricExporter(producer, config.metrics_topic, config.max_message_bytes,
+                                    service_key=service))
+    if config.exporter == "otlp":
+        # Imported here: agents on the Kafka path never load gRPC.
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        # Endpoint, headers and TLS come from the standard OTEL_EXPORTER_OTLP_* variables.
+        return OTLPSpanExporter(), OTLPMetricExporter()
+    return None, None
+
+
+def force_flush(timeout_s: float = 10.0) -> bool:
+    """Flush the active configuration; True when nothing is configured."""
+    active = _active
+    return True if active is None else active.force_flush(timeout_s)
+
+
+def shutdown(timeout_s: float = 10.0) -> None:
+    """Shut the active configuration down and return the hooks to no-op telemetry."""
+    global _active
+    with _lock:
+        active, _active = _active, None
+        if active is None:
+            return
+        _state.install(_state.TelemetryState())
+    active.shutdown(timeout_s)

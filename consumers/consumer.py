@@ -1,0 +1,350 @@
+"""``guardtrace consume``: Kafka -> ClickHouse, at least once, idempotent, never stuck.
+
+The loop, and why it is shaped this way:
+
+* Poll records from the spans, metrics and payloads topics; decode each into rows.
+  A record that cannot be decoded goes to the dead-letter topic with the reason in its
+  headers, and the partition moves on (one bad record must not stop a partition).
+* Flush when the batch reaches ``batch_max_rows`` or ``batch_max_seconds``: insert into
+  ClickHouse, make sure the dead letters are acknowledged, and only then commit the
+  offsets of every record in the batch. A crash anywhere before the commit replays the
+  batch; deterministic row ids plus ReplacingMergeTree make the replay invisible.
+* ClickHouse failing: keep the batch, retry with capped exponential backoff, commit
+  nothing; partitions are paused meanwhile so polling (which keeps the group membership
+  alive) fetches nothing new.
+* SIGTERM/SIGINT: stop polling, try the pending batch once, commit only if it was
+  written, exit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.structs import OffsetAndMetadata
+
+from guardtrace import environment_variables as env
+from guardtrace.consumers.decode import (
+    DecodedRows,
+    PoisonRecord,
+    decode_metrics,
+    decode_payload_message,
+    decode_spans,
+)
+from guardtrace.consumers.writer import BatchWriter
+from guardtrace.schemas import names
+
+__all__ = ["ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
+
+logger = logging.getLogger("guardtrace.consumers")
+
+# Records larger than this are not decoded; they go to the dead-letter topic as oversize.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+_BACKOFF_START_S = 0.5
+_BACKOFF_MAX_S = 30.0
+
+
+@dataclass(frozen=True)
+class ConsumerConfig:
+    """Kafka side of the consumer; build with :meth:`resolve`."""
+
+    bootstrap: str
+    group_id: str
+    spans_topic: str
+    metrics_topic: str
+    payloads_topic: str
+    dead_letter_topic: str
+    batch_max_rows: int
+    batch_max_seconds: float
+    # Tansu's first group join takes about half the session timeout; keep it short.
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 2000
+
+    @classmethod
+    def resolve(cls, **explicit: Any) -> ConsumerConfig:
+        """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults."""
+        get = explicit.get
+        return cls(
+            bootstrap=env.read_str(env.KAFKA_BOOTSTRAP, get("bootstrap")),
+            group_id=env.read_str(env.CONSUMER_GROUP, get("group_id")),
+            spans_topic=env.read_str(env.SPANS_TOPIC, get("spans_topic")),
+            metrics_topic=env.read_str(env.METRICS_TOPIC, get("metrics_topic")),
+            payloads_topic=env.read_str(env.PAYLOADS_TOPIC, get("payloads_topic")),
+            dead_letter_topic=env.read_str(env.DEAD_LETTER_TOPIC, get("dead_letter_topic")),
+            batch_max_rows=env.read_int(env.BATCH_MAX_ROWS, get("batch_max_rows"), minimum=1),
+            batch_max_seconds=env.read_float(env.BATCH_MAX_SECONDS, get("batch_max_seconds"),
+                                             minimum=0.01),
+            **{k: v for k, v in explicit.items()
+               if k in ("session_timeout_ms", "heartbeat_interval_ms") and v is not None},
+        )
+
+    @property
+    def topics(self) -> tuple[str, str, str]:
+        return (self.spans_topic, self.metrics_topic, self.payloads_topic)
+
+
+@dataclass
+class ConsumerStats:
+    """The consumer's own counters (also printed as the ``--until-idle`` summary)."""
+
+    records: int = 0
+    batches: int = 0
+    rows_written: dict[str, int] = field(default_factory=dict)
+    dead_letters: int = 0
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
+    write_retries: int = 0
+    commits: int = 0
+    lag: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records, "batches": self.batches,
+            "rows_written": dict(sorted(self.rows_written.items())),
+            "dead_letters": self.dead_letters,
+            "dead_letter_reasons": dict(sorted(self.dead_letter_reasons.items())),
+            "write_retries": self.write_retries, "commits": self.commits, "lag": self.lag,
+        }
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.rows = DecodedRows()
+        self.records = 0
+        self.offsets: dict[TopicPartition, int] = {}
+        self.dead_letter_futures: list[Any] = []
+        self.started = time.monotonic()
+
+    def add_offset(self, tp: TopicPartition, offset: int) -> None:
+        self.offsets[tp] = max(self.offsets.get(tp, -1), offset)
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, owner: TelemetryConsumer) -> None:
+        self._owner = owner
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        # Write and commit what we hold for these partitions before another member
+        # takes them; if that fails, the new owner replays them (harmless, idempotent).
+        # During a flush's retry loop the outer flush owns the batch: leave it alone.
+        if not self._owner._flushing:
+            self._owner._flush(retry=False)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._owner._assigned.set()
+        self._owner._just_assigned = True
+        logger.info("assigned partitions: %s",
+                    ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assigned)))
+
+
+class TelemetryConsumer:
+    """One consumer-group member that persists guardtrace topics into ClickHouse.
+
+    Args:
+        config: Kafka settings.
+        writer: Where rows go (a :class:`~guardtrace.consumers.writer.ClickHouseWriter`).
+        consumer_overrides: Extra kafka-python consumer settings.
+    """
+
+    def __init__(self, config: ConsumerConfig, writer: BatchWriter,
+                 consumer_overrides: dict[str, Any] | None = None) -> None:
+        self.config = config
+        self.writer = writer
+        self.stats = ConsumerStats()
+        self._stop = threading.Event()
+        self._assigned = threading.Event()
+        self._batch = _Batch()
+        self._flushing = False
+        self._just_assigned = False
+        self._decoders: dict[str, Callable[[bytes], DecodedRows]] = {
+            config.spans_topic: decode_spans,
+            config.metrics_topic: decode_metrics,
+            config.payloads_topic: decode_payload_message,
+        }
+        settings: dict[str, Any] = {
+            "bootstrap_servers": [s.strip() for s in config.bootstrap.split(",") if s.strip()],
+            "group_id": config.group_id,
+            "client_id": "guardtrace-consumer",
+            "enable_auto_commit": False,
+            "auto_offset_reset": "earliest",
+            "session_timeout_ms": config.session_timeout_ms,
+            "heartbeat_interval_ms": config.heartbeat_interval_ms,
+            "max_poll_records": min(config.batch_max_rows, 5000),
+            "max_poll_interval_ms": 600_000,
+            "fetch_max_bytes": 64 * 1024 * 1024,
+            "max_partition_fetch_bytes": 16 * 1024 * 1024,
+        }
+        settings.update(consumer_overrides or {})
+        self._consumer = KafkaConsumer(**settings)
+        self._producer = KafkaProducer(
+            bootstrap_servers=settings["bootstrap_servers"], client_id="guardtrace-dlq",
+            acks="all", linger_ms=5, max_request_size=MAX_RECORD_BYTES + 1024 * 1024)
+        self._consumer.subscribe(list(config.topics), listener=_Rebalance(self))
+
+    # -- control -----------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the loop to finish (safe from a signal handler or another thread)."""
+        self._stop.set()
+
+    def run(self, until_idle_s: float | None = None,
+            on_batch: Callable[[ConsumerStats], None] | None = None) -> ConsumerStats:
+        """Consume until :meth:`stop`, or until ``until_idle_s`` pass with nothing new.
+
+        The idle clock starts when partitions are first assigned (a new group's first
+        join takes seconds), or after twice the session timeout if none ever are.
+        """
+        last_activity = time.monotonic()
+        # If no partition is ever assigned (e.g. more members than partitions), stop
+        # waiting for one after two session timeouts and let the idle clock run.
+        join_deadline = last_activity + 2 * self.config.session_timeout_ms / 1000
+        try:
+            while not self._stop.is_set():
+                wait_s = max(0.0, self.config.batch_max_seconds
+                             - (time.monotonic() - self._batch.started))
+                polled = self._consumer.poll(timeout_ms=int(min(wait_s, 0.5) * 1000) or 1)
+                got = 0
+                for tp, records in polled.items():
+                    for record in records:
+                        self._accept(tp, record)
+                        got += 1
+                now = time.monotonic()
+                if got or self._just_assigned:
+                    last_activity = now
+                    self._just_assigned = False
+                if self._batch.records and (
+                        len(self._batch.rows) >= self.config.batch_max_rows
+                        or now - self._batch.started >= self.config.batch_max_seconds):
+                    self._flush(retry=True)
+                    if on_batch is not None:
+                        on_batch(self.stats)
+                elif not self._batch.records:
+                    self._batch.started = now
+                if until_idle_s is not None and not got and not self._batch.records:
+                    if (self._assigned.is_set() or now > join_deadline) \
+                            and now - last_activity >= until_idle_s:
+                        break
+            self._flush(retry=False)
+        finally:
+            self._update_lag()
+            self._close()
+        return self.stats
+
+    # -- per record --------------------------------------------------------------------
+    def _accept(self, tp: TopicPartition, record: Any) -> None:
+        self.stats.records += 1
+        self._batch.records += 1
+        self._batch.add_offset(tp, record.offset)
+        value = record.value
+        try:
+            if value is None:
+                raise PoisonRecord("record has no value (tombstone)")
+            if len(value) > MAX_RECORD_BYTES:
+                raise PoisonRecord(f"record of {len(value)} bytes exceeds the "
+                                   f"{MAX_RECORD_BYTES}-byte limit (oversize)")
+            decoder = self._decoders.get(tp.topic)
+            if decoder is None:
+                raise PoisonRecord(f"no decoder for topic {tp.topic}")
+            self._batch.rows.extend(decoder(value))
+        except PoisonRecord as exc:
+            self._dead_letter(tp, record, str(exc))
+        except Exception as exc:  # noqa: BLE001 - an unexpected decoder bug is poison too
+            self._dead_letter(tp, record, f"decoder error: {type(exc).__name__}: {exc}")
+
+    def _dead_letter(self, tp: TopicPartition, record: Any, reason: str) -> None:
+        logger.warning("dead-lettering %s[%d]@%d: %s", tp.topic, tp.partition, record.offset,
+                       reason)
+        headers = list(record.headers or []) + [
+            (names.HEADER_DLQ_ERROR, reason.encode("utf-8", "replace")[:4096]),
+            (names.HEADER_DLQ_SOURCE_TOPIC, tp.topic.encode()),
+            (names.HEADER_DLQ_SOURCE_PARTITION, str(tp.partition).encode()),
+            (names.HEADER_DLQ_SOURCE_OFFSET, str(record.offset).encode()),
+        ]
+        value = record.value
+        if value is not None and len(value) > MAX_RECORD_BYTES:
+            value = value[:1024]  # keep a sample of an oversize record, not all of it
+        self._batch.dead_letter_futures.append(self._producer.send(
+            self.config.dead_letter_topic, key=record.key, value=value, headers=headers))
+        self.stats.dead_letters += 1
+        kind = reason.split(":")[0].split("(")[0].strip()[:60]
+        self.stats.dead_letter_reasons[kind] = self.stats.dead_letter_reasons.get(kind, 0) + 1
+
+    # -- per batch ---------------------------------------------------------------------
+    def _flush(self, retry: bool) -> bool:
+        """Write the batch, then commit its offsets; False if it was not written."""
+        batch = self._batch
+        if not batch.records:
+            return True
+        backoff = _BACKOFF_START_S
+        paused = False
+        self._flushing = True
+        try:
+            while True:
+                try:
+                    written = self.writer.write(batch.rows) if len(batch.rows) else {}
+                    for future in batch.dead_letter_futures:
+                        future.get(timeout=30)
+                    break
+                except Exception as exc:  # noqa: BLE001 - any failure: keep and retry
+                    if not retry or self._stop.is_set():
+                        logger.error("batch of %d records not written (%r); abandoned "
+                                     "uncommitted, it will be replayed", batch.records, exc)
+                        self._batch = _Batch()
+                        return False
+                    self.stats.write_retries += 1
+                    logger.warning("writing batch failed (%r); retrying in %.1fs, nothing "
+                                   "committed", exc, backoff)
+                    if not paused:
+                        self._consumer.pause(*self._consumer.assignment())
+                        paused = True
+                    self._wait(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX_S)
+        finally:
+            self._flushing = False
+            if paused:
+                self._consumer.resume(*self._consumer.paused())
+        self._batch = _Batch()
+        try:
+            self._consumer.commit({tp: OffsetAndMetadata(offset + 1, "", -1)
+                                   for tp, offset in batch.offsets.items()})
+        except Exception as exc:  # noqa: BLE001 - e.g. partitions moved during the write
+            logger.warning("rows written but offsets not committed (%r); the next owner of "
+                           "these partitions replays them, and the replay is deduplicated",
+                           exc)
+        else:
+            self.stats.commits += 1
+        self.stats.batches += 1
+        for table, count in written.items():
+            self.stats.rows_written[table] = self.stats.rows_written.get(table, 0) + count
+        return True
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep while polling, so group membership stays alive during an outage."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self._consumer.poll(timeout_ms=200)
+
+    def _update_lag(self) -> None:
+        try:
+            assignment = self._consumer.assignment()
+            if not assignment:
+                return
+            ends = self._consumer.end_offsets(list(assignment))
+            self.stats.lag = sum(max(0, ends[tp] - self._consumer.position(tp))
+                                 for tp in assignment)
+        except Exception as exc:  # noqa: BLE001 - lag is informational
+            logger.debug("could not compute lag: %r", exc)
+
+    def _close(self) -> None:
+        try:
+            self._producer.close(timeout=10)
+        finally:
+            self._consumer.close(autocommit=False)
+
+    def summary_json(self) -> str:
+        return json.dumps(self.stats.as_dict(), sort_keys=True)

