@@ -108,6 +108,8 @@ ATTR_SCORE: Final = "score"
 ATTR_TOOL_CALLS_USED: Final = "tool_calls_used"
 ATTR_MIN_TOOL_CALLS: Final = "min_tool_calls"
 ATTR_TURNS_USED: Final = "turns_used"
+ATTR_FAMILY: Final = "family"  # which pattern family of the criticality gate matched
+ATTR_NUDGES: Final = "nudges"  # nudges injected so far in this loop
 
 # The label value that replaces agent names beyond the cardinality cap.
 OVERFLOW_LABEL: Final = "__other__"
