@@ -95,6 +95,8 @@ ATTR_MAX_HALL_RETRIES: Final = "max_hall_retries"
 ATTR_RETRIES_USED: Final = "retries_used"
 ATTR_RETRIES_EXHAUSTED: Final = "retries_exhausted"
 ATTR_ERROR_TYPE: Final = "error_type"
+ATTR_HALLUCINATED_AGENTS: Final = "hallucinated_agents"  # log/payload field: all names
+ATTR_ALLOWED_AGENTS: Final = "allowed_agents"  # log/payload field: the list shown
 # Family 2
 ATTR_TIER: Final = "tier"
 ATTR_MATCHED_PHRASE: Final = "matched_phrase"
