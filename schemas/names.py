@@ -103,6 +103,10 @@ ATTR_MATCHED_PHRASE: Final = "matched_phrase"
 ATTR_TOOLS_FIRED: Final = "tools_fired"
 ATTR_SIMILARITY: Final = "similarity"
 ATTR_CHANNEL: Final = "channel"
+# Values of the family 2 `tier` attribute and label.
+TIER_ACTION: Final = "action"
+TIER_READ: Final = "read"
+TIER_REPETITION: Final = "repetition"
 # Family 3
 ATTR_TRIGGER_PATTERN: Final = "trigger_pattern"
 ATTR_DEPTH: Final = "depth"
