@@ -1,0 +1,634 @@
+"""Fabrication guard (family 2): every rule fires on its lie and stays quiet on the truth."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.fabrication import (
+    DEFAULT_DISCLAIMERS,
+    FabricationDetector,
+    FabricationGuard,
+    FabricationVerdict,
+    detect_fabrication,
+    scan_fabrication_input,
+)
+from guardtrace.collectors.fabrication_patterns import (
+    DEFAULT_ACTION_RULES,
+    DEFAULT_PATTERNS,
+    DEFAULT_READ_RULES,
+    PatternBank,
+    Rule,
+    prepare_text,
+)
+from guardtrace.collectors.reply_history import (
+    HistoryEntry,
+    InMemoryReplyHistory,
+    ReplyHistory,
+    jaccard,
+    shingle_set,
+)
+from guardtrace.collectors.testing import capture
+from guardtrace.schemas import names
+
+ACTION, READ, REPETITION = names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION
+
+# --- phrase lists -----------------------------------------------------------------------
+# (reply, phrase the disclaimer must name). The first six are the field report's archive.
+ACTION_LIES = [
+    ("I'm deploying the patch now.", "I'm deploying"),
+    ("Let me write the file.", "Let me write"),
+    ("Beginning the refactor.", "Beginning the refactor"),
+    ("I'll ship it shortly.", "I'll ship"),
+    ("Still working on it.", "Still working on it"),
+    ("OK, working through it.", "working through it"),
+    ("I'm calling self_modify_code now", "I'm calling self_modify_code"),
+    ("I'm calling `write_file` now.", "I'm calling `write_file`"),
+    ("I've written the file.", "I've written"),
+    ("I have deployed the fix to staging.", "I have deployed"),
+    ("I will ship v2 today.", "I will ship"),
+    ("I'm going to deploy the fix.", "I'm going to deploy"),
+    ("Let me go ahead and create the config.", "Let me go ahead and create"),
+    ("I'm now running the tests.", "I'm now running"),
+    ("I'm running the migration.", "I'm running"),
+    ("Let me run the tests.", "Let me run"),
+    ("I've run the suite twice.", "I've run"),
+    ("Deploying the patch now.", "Deploying the patch now"),
+    ("I’m writing the report to disk.", "I’m writing"),
+    ("OK.  I  am   deploying it.", "I am deploying"),
+    ("i'm deploying", "i'm deploying"),
+    ("I'M DEPLOYING NOW", "I'M DEPLOYING"),
+    ("I'm starting the migration.", "I'm starting the migration"),
+    ("I'm on it.", "I'm on it"),
+    ("I'm still working on the fix.", "I'm still working on the fix"),
+    ("Sure. still working on it", "still working on it"),
+    ("Now working on it.", "Now working on it"),
+    ("I'm kicking off the build.", "I'm kicking off"),
+    ("Thanks!\nI'm pushing the branch.", "I'm pushing"),
+]
+ACTION_TRUTHS = [
+    # The field report's false positive, and its generalisations.
+    "I'm running Claude Sonnet 4.5 through OpenRouter",
+    "I'm running on the laptop",
+    "I'm running v2.3",
+    "I am running as a read-only assistant",
+    "I'm running in a sandbox",
+    "I'm running with the defaults",
+    "I'm running GPT-4o.",
+    "I'm running Claude",
+    "I'm running through OpenRouter",
+    "I'm running the latest version.",
+    "I'm running a local model.",
+    "I'm running 3.11.",
+    # Negations.
+    "I'm not deploying anything.",
+    "I am not writing to that file.",
+    "I won't write the file.",
+    "I will not deploy.",
+    "I haven't deployed anything.",
+    "I'm not going to deploy.",
+    # Third person, past, questions, offers.
+    "The tool wrote the file.",
+    "The deploy tool deployed v2 at 10:00.",
+    "write_file created notes.md.",
+    "Should I deploy it now?",
+    "Do you want me to write the file?",
+    "I'll deploy it if you confirm.",
+    "Let me know if you want changes.",
+    "I'd deploy it after review.",
+    # Quoted text is not claimed.
+    'You said "I\'m deploying now".',
+    "“I'm deploying now” is what the bot wrote.",
+    "`I'm deploying`",
+    "> I'm deploying now",
+    "```\nI'm deploying the patch now\n```",
+    # Content of this reply, idioms.
+    "I've rewritten the function below:",
+    "I'll write a short example below.",
+    "Let me write out the steps:",
+    "I've run into a problem.",
+    "I'll run it by you first.",
+    "I'm calling it a day.",
+    "The server is still working fine.",
+    "Before beginning the refactor, back up the repo.",
+    "I'm building on your idea here, conceptually.",
+]
+READ_LIES = [
+    ("Let me read the full content in chunks.", "Let me read"),
+    ("Let me get a clearer picture of the section headers.",
+     "Let me get a clearer picture"),
+    ("Let me understand the major sections.", "Let me understand"),
+    ("I'm reading the config file.", "I'm reading"),
+    ("I'm looking at the logs.", "I'm looking at"),
+    ("I've reviewed the file and it's fine.", "I've reviewed"),
+    ("I'll look at the logs.", "I'll look at"),
+    ("Let me check the database.", "Let me check"),
+    ("Let me examine the stack trace.", "Let me examine"),
+    ("Let me take a closer look at the module.", "Let me take a closer look"),
+    ("Reading the file now.", "Reading the file now"),
+    ("I'm going through the diff.", "I'm going through"),
+]
+READ_TRUTHS = [
+    "Let me re-read your question.",
+    "Let me understand what you need.",
+    "I'm looking forward to it.",
+    "I'm reading this as a request to summarise.",
+    "I'm just checking in.",
+    "Let me think about it.",
+    "I've read your message.",
+    "The crawler read the page.",
+    "I'm not looking at anything yet.",
+    "I'll look at it if you send the logs.",
+    'You wrote "let me read the file".',
+]
+
+
+def _tiers(reply: str, tools: list[str] | None = None) -> tuple[str, ...]:
+    return detect_fabrication(reply, tools or []).tiers
+
+
+# --- tier 1 -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("reply", "phrase"), ACTION_LIES)
+def test_action_claim_without_write_tool_fires(reply: str, phrase: str) -> None:
+    verdict = detect_fabrication(reply, [])
+    assert ACTION in verdict.tiers
+    assert verdict.phrase(ACTION) == phrase
+
+
+@pytest.mark.parametrize("reply", ACTION_TRUTHS)
+def test_truthful_or_quoted_action_language_stays_quiet(reply: str) -> None:
+    assert ACTION not in _tiers(reply)
+
+
+@pytest.mark.parametrize("tool", ["write_file", "WRITE_FILE", "Deploy", "functions.run_command",
+                                  "mcp__fs__write_file", "code_execution"])
+def test_any_write_class_tool_excuses_action_claims(tool: str) -> None:
+    assert _tiers("I'm deploying the patch now.", [tool]) == ()
+
+
+def test_read_or_unclassified_tools_do_not_excuse_action_claims() -> None:
+    assert _tiers("I'm deploying the patch now.", ["read_file", "get_weather"]) == (ACTION,)
+
+
+# --- tier 2 -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("reply", "phrase"), READ_LIES)
+def test_read_narration_without_read_tool_fires(reply: str, phrase: str) -> None:
+    verdict = detect_fabrication(reply, [])
+    assert verdict.tiers == (READ,)
+    assert verdict.phrase(READ) == phrase
+
+
+@pytest.mark.parametrize("reply", READ_TRUTHS)
+def test_conversational_or_quoted_read_language_stays_quiet(reply: str) -> None:
+    assert READ not in _tiers(reply)
+
+
+@pytest.mark.parametrize("tool", ["read_file", "Grep", "web_search", "functions.vault_search"])
+def test_read_class_tool_excuses_read_narration(tool: str) -> None:
+    assert _tiers("Let me read the full content.", [tool]) == ()
+
+
+def test_write_tool_does_not_excuse_read_narration() -> None:
+    # Decision: writing a file or sending a message reads nothing. Tools that do both
+    # (a shell) can be listed in both classes.
+    reply = "Let me read the config, then I'm writing the fix."
+    assert _tiers(reply, ["write_file"]) == (READ,)
+    both = FabricationDetector(read_tools={"shell"}, write_tools={"shell"})
+    assert both.detect(reply, ["shell"]).tiers == ()
+
+
+def test_tool_classes_are_overridable() -> None:
+    detector = FabricationDetector(write_tools={"ship_it"}, read_tools={"peek"})
+    assert detector.detect("I'm deploying now.", ["ship_it"]).tiers == ()
+    assert detector.detect("I'm deploying now.", ["write_file"]).tiers == (ACTION,)
+    assert detector.detect("Let me read it.", ["peek"]).tiers == ()
+
+
+def test_both_tiers_fire_in_order_with_all_phrases() -> None:
+    verdict = detect_fabrication(
+        "Let me read the logs. I'm deploying now, and I've written the file.", [])
+    assert verdict.tiers == (ACTION, READ)
+    assert [(m.tier, m.phrase) for m in verdict.matches] == [
+        (ACTION, "I'm deploying"), (ACTION, "I've written"), (READ, "Let me read")]
+
+
+def test_repeated_phrase_is_reported_once() -> None:
+    verdict = detect_fabrication("I'm deploying. i'm deploying! I'm deploying?", [])
+    assert [m.phrase for m in verdict.matches] == ["I'm deploying"]
+
+
+# --- pattern bank -----------------------------------------------------------------------
+def test_pattern_bank_can_be_extended_and_replaced() -> None:
+    bank = DEFAULT_PATTERNS.extend(action=[r"\bI'm\s+yeeting\b"], read=[Rule(r"\bpeeking\b")])
+    detector = FabricationDetector(patterns=bank)
+    assert detector.detect("I'm yeeting it to prod.", []).tiers == (ACTION,)
+    assert detector.detect("Peeking at it.", []).tiers == (READ,)
+    only_custom = FabricationDetector(patterns=PatternBank(action=[r"\bfrobnicating\b"]))
+    assert only_custom.detect("I'm deploying now.", []).tiers == ()
+    assert only_custom.detect("Frobnicating.", []).tiers == (ACTION,)
+
+
+def test_allow_rules_silence_site_specific_truths() -> None:
+    bank = DEFAULT_PATTERNS.extend(allow=[r"\bI'm\s+running\s+the\s+meeting\b"])
+    assert _tiers("I'm running the meeting today.") == (ACTION,)
+    assert FabricationDetector(patterns=bank).detect("I'm running the meeting today.",
+                                                     []).tiers == ()
+
+
+def test_invalid_pattern_fails_at_construction() -> None:
+    with pytest.raises(Exception):  # re.error
+        PatternBank(action=["(unclosed"])
+
+
+def test_start_hints_find_the_same_matches_as_a_full_scan() -> None:
+    # `Rule.starts` is an optimisation: the same rules without it must agree everywhere.
+    hinted = PatternBank(DEFAULT_ACTION_RULES, DEFAULT_READ_RULES)
+    plain = PatternBank([Rule(r.pattern) for r in DEFAULT_ACTION_RULES],
+                        [Rule(r.pattern) for r in DEFAULT_READ_RULES])
+    corpus = ([r for r, _ in ACTION_LIES] + ACTION_TRUTHS + [r for r, _ in READ_LIES]
+              + READ_TRUTHS)
+    corpus.append("\n".join(corpus))
+    for text in corpus:
+        prepared = prepare_text(text)
+        for tier in (ACTION, READ):
+            assert hinted.find(tier, prepared) == plain.find(tier, prepared), text
+
+
+def test_prepare_text_masks_quotes_and_normalises_spaces() -> None:
+    assert prepare_text('a  b\t"quoted words" `x y` `tool_name`') == "a b `tool_name`"
+    assert prepare_text("x\n> quoted line\n```\ncode\n```\ny") == "x\n \n \ny"
+
+
+# --- tier 3 -----------------------------------------------------------------------------
+# 33 distinct characters give 30 distinct shingles; the first 24 give 21 of them, so
+# their Jaccard similarity is exactly 21/30 == 0.7.
+_BASE = "abcdefghijklmnopqrstuvwxyz0123456"
+
+
+def test_similarity_of_exactly_the_threshold_stays_quiet() -> None:
+    verdict = detect_fabrication(_BASE, [], [_BASE[:24]])
+    assert verdict.similarity == 0.7
+    assert verdict.tiers == ()
+
+
+def test_similarity_strictly_above_the_threshold_fires() -> None:
+    detector = FabricationDetector(threshold=0.69)
+    verdict = detector.detect(_BASE, [], [_BASE[:24]])
+    assert verdict.tiers == (REPETITION,)
+    assert verdict.phrase(REPETITION) == _BASE[:24]
+
+
+def test_repetition_reports_the_max_similarity_over_the_last_three() -> None:
+    reply = "The deployment failed because the config was missing a key, sorry about that."
+    history = [reply, "Something entirely different about weather and tea and cake.",
+               "Another unrelated message on the channel about lunch plans.",
+               "And one more unrelated line about holidays in the mountains."]
+    verdict = detect_fabrication(reply, [], history)
+    assert verdict.tiers == ()  # the identical reply is the 4th from the end: forgotten
+    assert verdict.similarity is not None and verdict.similarity < 0.3
+    verdict = detect_fabrication(reply, [], history[1:] + [reply.upper()])
+    assert verdict.tiers == (REPETITION,)
+    assert verdict.similarity == 1.0  # case and spacing are normalised
+
+
+def test_short_replies_never_loop() -> None:
+    verdict = detect_fabrication("Done, thanks!", [], ["Done, thanks!"])
+    assert verdict.similarity == 1.0
+    assert verdict.tiers == ()
+    assert FabricationDetector(min_repetition_chars=0).detect(
+        "Done, thanks!", [], ["Done, thanks!"]).tiers == (REPETITION,)
+
+
+def test_no_history_means_no_similarity() -> None:
+    assert detect_fabrication("Hello there, how can I help today?", []).similarity is None
+
+
+def test_shingles_and_jaccard() -> None:
+    text = "Hello  World\nhello world"
+    norm = "hello world hello world"
+    assert len(shingle_set(text)) == len({norm[i:i + 4] for i in range(len(norm) - 3)})
+    assert shingle_set("") == set() and len(shingle_set("ab")) == 1
+    entry = HistoryEntry.from_text(text)
+    assert jaccard(shingle_set(text), entry) == 1.0
+    assert jaccard(shingle_set("zzzz qqqq"), entry) == 0.0
+    assert jaccard(set(), entry) == 0.0
+    # Shingles passed in with duplicates are stored distinct.
+    assert len(HistoryEntry.from_text("x", [1, 1, 2]).shingles) == 2
+
+
+# --- disclaimers ------------------------------------------------------------------------
+def test_disclaimer_names_the_phrase_and_the_tools() -> None:
+    verdict = detect_fabrication("I'm deploying the patch now.", ["read_file", "grep"])
+    assert verdict.disclaimers == (
+        "⚠️ I used action language ('I'm deploying') but did NOT call any write/execute "
+        "tool this turn. Tools fired: read_file, grep.",)
+    assert verdict.reply == "I'm deploying the patch now.\n\n" + verdict.disclaimers[0]
+    assert verdict.original_reply == "I'm deploying the patch now."
+
+
+def test_one_disclaimer_per_tier_and_none_when_no_tool_fired() -> None:
+    detector = FabricationDetector(threshold=0.5)
+    reply = "Let me read the file. I'm deploying the patch now, it will be quick."
+    verdict = detector.detect(reply, [], [reply])
+    assert verdict.tiers == (ACTION, READ, REPETITION)
+    action, read, repetition = verdict.disclaimers
+    assert "('I'm deploying')" in action and action.endswith("Tools fired: none.")
+    assert "I described reading ('Let me read')" in read and "read/search tool" in read
+    assert repetition == ("⚠️ This reply is 100% similar to one of my last 3 messages on "
+                          "this channel — I'm looping.")
+    assert verdict.reply.endswith("\n".join(verdict.disclaimers))
+
+
+def test_repetition_disclaimer_rounds_the_percentage() -> None:
+    detector = FabricationDetector(threshold=0.69)
+    assert "is 70% similar" in detector.detect(_BASE, [], [_BASE[:24]]).disclaimers[0]
+
+
+def test_disclaimer_templates_are_configurable() -> None:
+    templates = dict(DEFAULT_DISCLAIMERS, action="[unverified: {phrase}; tools: {tools}]")
+    detector = FabricationDetector(disclaimers=templates)
+    assert detector.detect("I'm deploying.", []).disclaimers == (
+        "[unverified: I'm deploying; tools: none]",)
+    with pytest.raises(ValueError):
+        FabricationDetector(disclaimers={"action": "x"})
+
+
+def test_earlier_disclaimers_are_not_matched_again() -> None:
+    first = detect_fabrication("I'm deploying now.", [])
+    assert [m.phrase for m in detect_fabrication(first.reply, []).matches] == [
+        "I'm deploying"]
+
+
+@pytest.mark.parametrize("kwargs", [{"threshold": 1.5}, {"threshold": -0.1},
+                                    {"history_size": 0}])
+def test_invalid_detector_settings_are_rejected(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        FabricationDetector(**kwargs)
+
+
+# --- the hook and its channel history -------------------------------------------------
+LOOP = "I can't find the config key you mention; could you paste the full error message?"
+
+
+def test_hook_compares_only_with_the_same_channel() -> None:
+    guard = FabricationGuard()
+    assert not guard.check(LOOP, [], channel="a").flagged
+    assert not guard.check(LOOP, [], channel="b").flagged
+    verdict = guard.check(LOOP, [], channel="a")
+    assert verdict.tiers == (REPETITION,)
+    assert verdict.similarity == 1.0
+
+
+def test_hook_without_channel_skips_repetition_and_records_nothing() -> None:
+    guard = FabricationGuard()
+    guard.check(LOOP, [])
+    verdict = guard.check(LOOP, [])
+    assert verdict.tiers == () and verdict.similarity is None
+    assert len(guard.history) == 0  # type: ignore[arg-type]
+
+
+def test_hook_records_the_original_reply_not_the_annotated_one() -> None:
+    history = InMemoryReplyHistory()
+    guard = FabricationGuard(history=history)
+    guard.check("I'm deploying the patch now, hang tight.", [], channel="c")
+    (entry,) = history.recent("c")
+    assert entry.text == "I'm deploying the patch now, hang tight."
+
+
+def test_hook_compares_with_the_last_three_replies_only() -> None:
+    guard = FabricationGuard()
+    guard.check(LOOP, [], channel="c")
+    for filler in ("The weather today is sunny with a light breeze from the west.",
+                   "Tea is best brewed for three minutes at just under boiling.",
+                   "Mountains in autumn are quiet, cold and very beautiful indeed."):
+        guard.check(filler, [], channel="c")
+    assert not guard.check(LOOP, [], channel="c").flagged
+
+
+def test_history_keeps_the_last_n_per_channel() -> None:
+    history = InMemoryReplyHistory(size=2)
+    for text in ("one", "two", "three"):
+        history.record("c", HistoryEntry.from_text(text))
+    assert [e.text for e in history.recent("c")] == ["two", "three"]
+    assert history.recent("unknown") == ()
+
+
+def test_history_evicts_the_least_recently_used_channel() -> None:
+    history = InMemoryReplyHistory(size=3, max_channels=2)
+    history.record("a", HistoryEntry.from_text("a1"))
+    history.record("b", HistoryEntry.from_text("b1"))
+    history.recent("a")  # reading a channel counts as using it
+    history.record("c", HistoryEntry.from_text("c1"))
+    assert "a" in history and "c" in history and "b" not in history
+    assert len(history) == 2
+    history.clear("a")
+    assert "a" not in history
+    history.clear()
+    assert len(history) == 0
+
+
+def test_history_is_bounded_under_concurrent_writers() -> None:
+    history = InMemoryReplyHistory(size=3, max_channels=5)
+    entry = HistoryEntry.from_text("same")
+
+    def write(worker: int) -> None:
+        for i in range(200):
+            history.record(f"ch{(worker * 7 + i) % 11}", entry)
+            history.recent(f"ch{i % 11}")
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(history) == 5
+    assert all(len(history.recent(f"ch{i}")) <= 3 for i in range(11))
+
+
+def test_history_store_is_replaceable() -> None:
+    class DictHistory:
+        """A store keeping only text, as a Redis-backed one would."""
+
+        def __init__(self) -> None:
+            self.texts: dict[str, list[str]] = {}
+
+        def recent(self, channel: str) -> list[HistoryEntry]:
+            return [HistoryEntry.from_text(t) for t in self.texts.get(channel, [])[-3:]]
+
+        def record(self, channel: str, entry: HistoryEntry) -> None:
+            self.texts.setdefault(channel, []).append(entry.text)
+
+    store = DictHistory()
+    assert isinstance(store, ReplyHistory)
+    assert isinstance(InMemoryReplyHistory(), ReplyHistory)
+    guard = FabricationGuard(history=store)
+    guard.check(LOOP, [], channel="x")
+    assert guard.check(LOOP, [], channel="x").tiers == (REPETITION,)
+    assert store.texts["x"] == [LOOP, LOOP]
+
+
+def test_default_history_size_follows_the_detector() -> None:
+    guard = FabricationGuard(FabricationDetector(history_size=5))
+    assert guard.history.size == 5  # type: ignore[union-attr]
+
+
+def test_hook_never_raises_when_the_detector_does() -> None:
+    class BrokenDetector(FabricationDetector):
+        def detect(self, *args: object, **kwargs: object) -> FabricationVerdict:
+            raise RuntimeError("boom")
+
+    history = InMemoryReplyHistory()
+    guard = FabricationGuard(BrokenDetector(), history)
+    with capture() as cap:
+        verdict = guard.check("I'm deploying the patch now.", ["grep"], channel="c")
+    assert verdict == FabricationVerdict.quiet("I'm deploying the patch now.", ["grep"])
+    assert verdict.reply == "I'm deploying the patch now." and not verdict.flagged
+    assert cap.counter_total(names.METRIC_HOOK_ERRORS) == 1
+    assert cap.events() == [] and cap.payloads == []
+    assert history.recent("c") == ()
+
+
+def test_hook_returns_the_input_unchanged_for_a_non_string_reply() -> None:
+    verdict = FabricationGuard().check(None, [])  # type: ignore[arg-type]
+    assert verdict.reply is None and not verdict.flagged
+
+
+# --- telemetry --------------------------------------------------------------------------
+def test_flagged_reply_emits_event_counter_log_and_payload(
+        caplog: pytest.LogCaptureFixture) -> None:
+    guard = FabricationGuard()
+    caplog.set_level(logging.WARNING, logger="guardtrace")
+    with capture() as cap:
+        guard.check("Let me read the notes. I'm deploying now.", ["grep"], channel="c1",
+                    request_id="r1", agent="stratam")
+    events = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert [e.attributes[names.ATTR_TIER] for e in events] == [ACTION]  # grep excused read
+    attrs = events[0].attributes
+    assert list(attrs)[0] == names.ATTR_REQUEST_ID and attrs[names.ATTR_REQUEST_ID] == "r1"
+    assert attrs[names.ATTR_MODULE] == names.MODULE_REPLIES
+    assert attrs[names.ATTR_MATCHED_PHRASE] == "I'm deploying"
+    assert list(attrs[names.ATTR_TOOLS_FIRED]) == ["grep"]
+    assert attrs[names.ATTR_CHANNEL] == "c1" and attrs[names.ATTR_AGENT] == "stratam"
+    assert names.ATTR_SIMILARITY not in attrs
+    assert cap.counter_total(names.METRIC_FABRICATIONS, tier=ACTION, agent="stratam",
+                             module=names.MODULE_REPLIES) == 1
+    (payload,) = cap.payloads
+    assert payload.kind == names.PAYLOAD_KIND_FABRICATION and payload.request_id == "r1"
+    assert '"tiers": ["action"]' in payload.body and "Let me read the notes." in payload.body
+    (record,) = [r for r in caplog.records if r.name == "guardtrace.replies"]
+    assert record.levelno == logging.WARNING
+    fields = record.guardtrace  # type: ignore[attr-defined]
+    assert fields[names.ATTR_OPERATION] == "fabrication_detection"
+    assert fields[names.ATTR_REQUEST_ID] == "r1" and fields[names.ATTR_STATUS] == "flagged"
+    assert fields[names.ATTR_DURATION_MS] >= 0
+
+
+def test_repetition_event_carries_the_similarity() -> None:
+    guard = FabricationGuard()
+    with capture() as cap:
+        guard.check(LOOP, [], channel="c", request_id="r1")
+        guard.check(LOOP, [], channel="c", request_id="r2")
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_REQUEST_ID] == "r2"
+    assert event.attributes[names.ATTR_TIER] == REPETITION
+    assert event.attributes[names.ATTR_SIMILARITY] == 1.0
+    assert list(event.attributes[names.ATTR_TOOLS_FIRED]) == []
+    assert cap.counter_total(names.METRIC_FABRICATIONS, tier=REPETITION) == 1
+
+
+def test_one_event_and_count_per_tier() -> None:
+    with capture() as cap:
+        FabricationGuard().check("Let me read it. I'm deploying now.", [], request_id="r")
+    assert [e.attributes[names.ATTR_TIER] for e in cap.events(
+        names.EVENT_FABRICATION_DETECTED)] == [ACTION, READ]
+    assert cap.counter_total(names.METRIC_FABRICATIONS) == 2
+
+
+def test_agent_label_is_capped() -> None:
+    guard = FabricationGuard()
+    with capture(agent_label_cap=2) as cap:
+        for agent in ("a1", "a2", "a3"):
+            guard.check("I'm deploying now.", [], agent=agent)
+    assert cap.counter_total(names.METRIC_FABRICATIONS, agent="a1") == 1
+    assert cap.counter_total(names.METRIC_FABRICATIONS, agent="a2") == 1
+    assert cap.counter_total(names.METRIC_FABRICATIONS, agent=names.OVERFLOW_LABEL) == 1
+    # The event keeps the real name: span attributes are not metric series.
+    assert cap.events()[-1].attributes[names.ATTR_AGENT] == "a3"
+
+
+def test_quiet_reply_emits_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="guardtrace")
+    with capture() as cap:
+        verdict = FabricationGuard().check("I'm running Claude Sonnet 4.5 through "
+                                           "OpenRouter.", [], channel="c", agent="a")
+    assert not verdict.flagged
+    assert cap.events() == [] and cap.payloads == []
+    assert cap.metric_points(names.METRIC_FABRICATIONS) == []
+    assert [r for r in caplog.records if r.name.startswith("guardtrace")] == []
+
+
+def test_request_id_defaults_to_a_generated_one() -> None:
+    with capture() as cap:
+        FabricationGuard().check("I'm deploying now.", [])
+    rid = cap.events()[0].attributes[names.ATTR_REQUEST_ID]
+    assert isinstance(rid, str) and len(rid) == 32
+
+
+# --- offline scanner input --------------------------------------------------------------
+def test_scan_record_output_shape() -> None:
+    out = scan_fabrication_input({
+        "id": "rec-1", "reply": "Let me read it. I'm deploying now. " + LOOP,
+        "tools_fired": [], "history": ["old", LOOP], "channel": "c"})
+    assert out["id"] == "rec-1" and out["flagged"] is True
+    assert out["tiers"] == [ACTION, READ]
+    assert out["matches"] == [{"tier": ACTION, "phrase": "I'm deploying"},
+                              {"tier": READ, "phrase": "Let me read"}]
+    assert isinstance(out["similarity"], float) and out["similarity"] == round(
+        out["similarity"], 4)
+    assert set(out) == {"id", "flagged", "tiers", "matches", "similarity"}
+
+
+def test_scan_record_repetition_and_null_similarity() -> None:
+    out = scan_fabrication_input({"id": 2, "reply": LOOP, "tools_fired": ["x"],
+                                  "history": [LOOP]})
+    assert out["tiers"] == [REPETITION] and out["similarity"] == 1.0
+    assert out["matches"] == [{"tier": REPETITION, "phrase": LOOP}]
+    long_reply = LOOP + "\n" + LOOP  # the phrase is an excerpt of at most 80 characters
+    out = scan_fabrication_input({"id": 2, "reply": long_reply, "history": [long_reply]})
+    assert out["matches"] == [{"tier": REPETITION, "phrase": (LOOP + " " + LOOP)[:79] + "…"}]
+    quiet = scan_fabrication_input({"id": 3, "reply": "Hello!"})
+    assert quiet == {"id": 3, "flagged": False, "tiers": [], "matches": [],
+                     "similarity": None}
+
+
+def test_scan_record_uses_only_the_last_three_history_entries() -> None:
+    out = scan_fabrication_input({"id": 4, "reply": LOOP,
+                                  "history": [LOOP, "a b c d e", "f g h i j", "k l m n o"]})
+    assert out["flagged"] is False and out["similarity"] == 0.0
+
+
+@pytest.mark.parametrize(("record", "message"), [
+    ({"id": 1}, "record 1: missing 'reply'"),
+    ({"id": 1, "reply": 5}, "record 1: 'reply' must be a string, got int"),
+    ({"id": 1, "reply": "x", "tools_fired": "write_file"},
+     "record 1: 'tools_fired' must be a list of strings, got str"),
+    ({"id": 1, "reply": "x", "tools_fired": ["ok", 3]},
+     "record 1: 'tools_fired[1]' must be a string, got int"),
+    ({"id": 1, "reply": "x", "history": "earlier"},
+     "record 1: 'history' must be a list of strings, got str"),
+    ({"id": 1, "reply": "x", "history": [None]},
+     "record 1: 'history[0]' must be a string, got NoneType"),
+    ({"reply": None}, "record: 'reply' must be a string, got NoneType"),
+])
+def test_scan_record_rejects_malformed_input(record: dict, message: str) -> None:
+    with pytest.raises(GuardInputError) as info:
+        scan_fabrication_input(record)
+    assert str(info.value) == message
+
+
+def test_scan_record_must_be_a_mapping() -> None:
+    with pytest.raises(GuardInputError, match="must be an object, got list"):
+        scan_fabrication_input(["reply"])  # type: ignore[arg-type]
