@@ -1,0 +1,198 @@
+"""Names of the tools that fired, read from OpenAI and Anthropic responses.
+
+The fabrication guard needs the tools that *actually* fired this turn. A turn of a tool
+loop spans several model calls (tool call, tool result, final text), and the final
+reply usually has no tool call in it, so pass every response (or the turn's message
+list) of the turn, not only the last one.
+
+Accepted shapes, as plain dicts (JSON) or SDK objects (attribute access):
+
+* OpenAI Chat Completions: a completion (``choices[].message.tool_calls[].function.name``
+  and the legacy ``function_call.name``), a streamed chunk (``choices[].delta``), one
+  choice, or one message.
+* OpenAI Responses API: a response or its ``output`` list (``function_call`` and
+  ``custom_tool_call`` items by ``name``; built-in ``web_search_call``,
+  ``file_search_call``, ``code_interpreter_call``, ``local_shell_call`` ... as the tool
+  name without ``_call``; ``mcp_call`` by ``name``).
+* Anthropic Messages: a message or its ``content`` list (``tool_use``,
+  ``server_tool_use`` and ``mcp_tool_use`` blocks by ``name``).
+* A list or tuple of any of these (a turn's messages): the names of all of them.
+
+A shape that is recognisably a response or message but holds no tool calls gives ``[]``,
+and so does an unknown mapping or object (a ``tool`` role message, a ``tool_result``
+block): an adapter that raised on every unfamiliar message would break the agent for
+the sake of its observability. Values that cannot be a response at all (None, strings,
+bytes, numbers) raise :class:`GuardInputError`, because they mean the caller passed the
+wrong variable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from guardtrace.collectors.errors import GuardInputError
+
+__all__ = ["tool_names_from_anthropic", "tool_names_from_openai", "tool_names_fired"]
+
+_ANTHROPIC_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_OPENAI_NAMED_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
+
+
+def _get(obj: Any, key: str) -> Any:
+    """``obj[key]`` for mappings, ``obj.key`` for SDK objects, else None."""
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _check_type(obj: Any) -> None:
+    if obj is None or isinstance(obj, (str, bytes, bytearray, int, float, complex)):
+        raise GuardInputError(
+            "expected a model response, message, content/output list or list of them, "
+            f"got {type(obj).__name__}")
+
+
+def _is_sequence(obj: Any) -> bool:
+    return isinstance(obj, (list, tuple))
+
+
+def _name(obj: Any) -> str | None:
+    name = _get(obj, "name")
+    return name if isinstance(name, str) and name else None
+
+
+def _openai_message(message: Any, out: list[str]) -> None:
+    tool_calls = _get(message, "tool_calls")
+    if _is_sequence(tool_calls):
+        for call in tool_calls:
+            # {"type": "function", "function": {"name": ...}} or, for custom tools,
+            # {"type": "custom", "custom": {"name": ...}}.
+            name = _name(_get(call, "function")) or _name(_get(call, "custom"))
+            if name:
+                out.append(name)
+    legacy = _get(message, "function_call")
+    if legacy is not None:
+        name = _name(legacy)
+        if name:
+            out.append(name)
+
+
+def _openai_output_item(item: Any, out: list[str]) -> None:
+    kind = _get(item, "type")
+    if not isinstance(kind, str):
+        return
+    if kind in _OPENAI_NAMED_ITEMS:
+        name = _name(item)
+        if name:
+            out.append(name)
+    elif kind.endswith("_call"):
+        # Built-in tools carry no name: "web_search_call" -> "web_search".
+        out.append(kind[: -len("_call")])
+
+
+def _openai(obj: Any, out: list[str]) -> None:
+    choices = _get(obj, "choices")
+    if _is_sequence(choices):
+        for choice in choices:
+            # `delta` for streamed chunks: the name arrives once, in the first delta.
+            message = _get(choice, "message") or _get(choice, "delta")
+            if message is not None:
+                _openai_message(message, out)
+        return
+    output = _get(obj, "output")
+    if _is_sequence(output):
+        for item in output:
+            _openai_output_item(item, out)
+        return
+    message = _get(obj, "message")  # a single choice
+    if message is not None and not isinstance(message, str):
+        _openai_message(message, out)
+        return
+    if _get(obj, "type") is not None:
+        _openai_output_item(obj, out)  # one Responses-API output item
+    _openai_message(obj, out)
+
+
+def _anthropic_block(block: Any, out: list[str]) -> None:
+    if _get(block, "type") in _ANTHROPIC_TOOL_BLOCKS:
+        name = _name(block)
+        if name:
+            out.append(name)
+
+
+def _anthropic(obj: Any, out: list[str]) -> None:
+    content = _get(obj, "content")
+    if _is_sequence(content):
+        for block in content:
+            _anthropic_block(block, out)
+        return
+    _anthropic_block(obj, out)  # a single content block
+
+
+def _collect(obj: Any, reader: Any) -> list[str]:
+    _check_type(obj)
+    out: list[str] = []
+    items: Iterable[Any] = obj if _is_sequence(obj) else (obj,)
+    for item in items:
+        # Elements of a turn's list may be None or text in loosely typed transcripts;
+        # they hold no tool calls.
+        if item is None or isinstance(item, (str, bytes)):
+            continue
+        reader(item, out)
+    return list(dict.fromkeys(out))
+
+
+def tool_names_from_openai(response: Any) -> list[str]:
+    """Tool names called in OpenAI Chat Completions or Responses API output.
+
+    Args:
+        response: A completion, choice, message, Responses-API response, output list or
+            output item (dicts or SDK objects), or a list of any of these.
+
+    Returns:
+        Distinct tool names in the order they were first called; ``[]`` when none.
+
+    Raises:
+        GuardInputError: ``response`` is None, a string, bytes or a number.
+    """
+    return _collect(response, _openai)
+
+
+def tool_names_from_anthropic(message: Any) -> list[str]:
+    """Tool names used in Anthropic Messages API output.
+
+    Args:
+        message: A message, its ``content`` block list, one block (dicts or SDK
+            objects), or a list of messages.
+
+    Returns:
+        Distinct tool names in the order they were first used; ``[]`` when none.
+
+    Raises:
+        GuardInputError: ``message`` is None, a string, bytes or a number.
+    """
+    # A list may hold messages or content blocks: `_anthropic` reads a message's blocks
+    # and treats anything without a content list as a block.
+    return _collect(message, _anthropic)
+
+
+def tool_names_fired(response: Any) -> list[str]:
+    """Tool names from an OpenAI or Anthropic response, whichever it is.
+
+    Both readers run and their names are merged: the shapes do not overlap (OpenAI has
+    ``choices``/``output``/``tool_calls``, Anthropic has ``tool_use`` blocks), so a
+    mixed transcript is read correctly too.
+
+    Args:
+        response: Anything :func:`tool_names_from_openai` or
+            :func:`tool_names_from_anthropic` accepts.
+
+    Returns:
+        Distinct tool names in order of first appearance; ``[]`` when none.
+
+    Raises:
+        GuardInputError: ``response`` is None, a string, bytes or a number.
+    """
+    return list(dict.fromkeys(tool_names_from_openai(response)
+                              + tool_names_from_anthropic(response)))
