@@ -184,9 +184,10 @@ class FabricationDetector:
     def _fired(self, tools: Sequence[str], tool_class: frozenset[str]) -> bool:
         return any(key in tool_class for name in tools for key in _tool_keys(name))
 
-    def _phrases(self, tier: str, prepared: str) -> list[str]:
+    @staticmethod
+    def _distinct(found: list[str]) -> list[str]:
         phrases: dict[str, str] = {}
-        for phrase in self.patterns.find(tier, prepared):
+        for phrase in found:
             phrases.setdefault(phrase.casefold(), phrase)
             if len(phrases) >= _MAX_PHRASES_PER_TIER:
                 break
@@ -211,18 +212,17 @@ class FabricationDetector:
         tools = _dedupe(tools_fired)
         tiers: list[str] = []
         matches: list[FabricationMatch] = []
-        prepared: str | None = None
-        for tier, tool_class in ((names.TIER_ACTION, self.write_tools),
-                                 (names.TIER_READ, self.read_tools)):
-            # A tier whose tool class fired cannot fire: skip the regex work entirely.
-            if self._fired(tools, tool_class):
-                continue
-            if prepared is None:
-                prepared = prepare_text(reply)
-            phrases = self._phrases(tier, prepared)
-            if phrases:
-                tiers.append(tier)
-                matches.extend(FabricationMatch(tier, p) for p in phrases)
+        # A tier whose tool class fired cannot fire: skip its regex work entirely.
+        open_tiers = [tier for tier, tool_class in ((names.TIER_ACTION, self.write_tools),
+                                                    (names.TIER_READ, self.read_tools))
+                      if not self._fired(tools, tool_class)]
+        if open_tiers:
+            found = self.patterns.find_tiers(prepare_text(reply), open_tiers)
+            for tier in open_tiers:
+                phrases = self._distinct(found[tier])
+                if phrases:
+                    tiers.append(tier)
+                    matches.extend(FabricationMatch(tier, p) for p in phrases)
 
         similarity: float | None = None
         recent = history[-self.history_size:] if history else ()

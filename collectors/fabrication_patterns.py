@@ -321,6 +321,15 @@ def _as_rule(item: str | Rule) -> Rule:
     return item if isinstance(item, Rule) else Rule(item)
 
 
+def _occurrences(text: str, literal: str) -> list[int]:
+    hits = []
+    i = text.find(literal)
+    while i >= 0:
+        hits.append(i)
+        i = text.find(literal, i + 1)
+    return hits
+
+
 class _CompiledRule:
     __slots__ = ("regex", "requires", "starts")
 
@@ -329,7 +338,8 @@ class _CompiledRule:
         self.starts = rule.starts
         self.requires = rule.requires
 
-    def spans(self, text: str, lowered: str | None) -> list[tuple[int, int]]:
+    def spans(self, text: str, lowered: str | None,
+              found: dict[str, list[int]]) -> list[tuple[int, int]]:
         if lowered is not None and self.requires and not any(
                 literal in lowered for literal in self.requires):
             return []
@@ -337,10 +347,11 @@ class _CompiledRule:
             return [m.span() for m in self.regex.finditer(text) if m.end() > m.start()]
         positions: set[int] = set()
         for literal in self.starts:
-            i = lowered.find(literal)
-            while i >= 0:
-                positions.add(i)
-                i = lowered.find(literal, i + 1)
+            # Rules share literals ("i'm" starts six of them): find each once per text.
+            hits = found.get(literal)
+            if hits is None:
+                hits = found[literal] = _occurrences(lowered, literal)
+            positions.update(hits)
         out: list[tuple[int, int]] = []
         end = 0
         match = self.regex.match
@@ -399,26 +410,33 @@ class PatternBank:
         Returns:
             Each match's text with whitespace collapsed, in order of appearance.
         """
-        rules = self._tiers[tier]
-        if not rules:
-            return []
+        return self.find_tiers(prepared, (tier,))[tier]
+
+    def find_tiers(self, prepared: str, tiers: Iterable[str]) -> dict[str, list[str]]:
+        """:meth:`find` for several tiers at once, sharing the literal search between them."""
         lowered: str | None = prepared.lower()
         if len(lowered) != len(prepared):  # type: ignore[arg-type]
             lowered = None  # a few characters lower-case to two: offsets would drift
-        spans = []
-        end = -1
-        # Rules of one tier may match overlapping words ("I'm working through it" and
-        # "working through it"): the earliest, then longest, match speaks for them.
-        for s, e in sorted({span for rule in rules for span in rule.spans(prepared, lowered)},
-                           key=lambda span: (span[0], -span[1])):
-            if s >= end:
-                spans.append((s, e))
-                end = e
-        if spans and self._allow:
-            allowed = [s for rule in self._allow for s in rule.spans(prepared, lowered)]
-            spans = [(s, e) for s, e in spans
-                     if not any(s < ae and as_ < e for as_, ae in allowed)]
-        return [" ".join(prepared[s:e].split()) for s, e in spans]
+        found: dict[str, list[int]] = {}
+        out: dict[str, list[str]] = {}
+        for tier in tiers:
+            spans: list[tuple[int, int]] = []
+            end = -1
+            # Rules of one tier may match overlapping words ("I'm working through it" and
+            # "working through it"): the earliest, then longest, match speaks for them.
+            candidates = {span for rule in self._tiers[tier]
+                          for span in rule.spans(prepared, lowered, found)}
+            for s, e in sorted(candidates, key=lambda span: (span[0], -span[1])):
+                if s >= end:
+                    spans.append((s, e))
+                    end = e
+            if spans and self._allow:
+                allowed = [a for rule in self._allow
+                           for a in rule.spans(prepared, lowered, found)]
+                spans = [(s, e) for s, e in spans
+                         if not any(s < ae and as_ < e for as_, ae in allowed)]
+            out[tier] = [" ".join(prepared[s:e].split()) for s, e in spans]
+        return out
 
     def __repr__(self) -> str:
         return (f"PatternBank(action={len(self.action)} rules, read={len(self.read)} rules, "
