@@ -49,6 +49,8 @@ class LazyProducer:
             "request_timeout_ms": 10_000,
             "retries": 5,
             "reconnect_backoff_max_ms": 2_000,
+            # Creating the producer waits this long for a broker, on a background thread.
+            "bootstrap_timeout_ms": 3_000,
         }
         self._settings.update(overrides)
         self._producer: KafkaProducer | None = None

@@ -130,11 +130,14 @@ class _Rebalance(ConsumerRebalanceListener):
         self._owner = owner
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        # Write and commit what we hold for these partitions before another member
-        # takes them; if that fails, the new owner replays them (harmless, idempotent).
-        # During a flush's retry loop the outer flush owns the batch: leave it alone.
+        # kafka-python 3 runs this on its IO thread, where blocking calls (commit) are
+        # not allowed. Nothing is lost by dropping the unwritten batch instead: after an
+        # (eager) rebalance every partition restarts from its committed offset, so its
+        # records are fetched again, here or by their new owner. During a flush the
+        # outer flush owns the batch; its commit may then fail, and the replay of
+        # rows already written is deduplicated.
         if not self._owner._flushing:
-            self._owner._flush(retry=False)
+            self._owner._batch = _Batch()
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self._owner._assigned.set()
@@ -230,6 +233,11 @@ class TelemetryConsumer:
                             and now - last_activity >= until_idle_s:
                         break
             self._flush(retry=False)
+        except BaseException:
+            # Dying (a bug, or a crash in a test): abandon the batch uncommitted, so
+            # nothing on the way out writes or commits it; it is replayed later.
+            self._batch = _Batch()
+            raise
         finally:
             self._update_lag()
             self._close()
