@@ -1,9 +1,18 @@
 """guardtrace's hook package: what an agent imports.
 
-Guards decide whether an LLM hallucinated (an invented tool in a plan, a claimed action
-that never ran, a question that must be verified) and act on it; every decision emits
-the same telemetry (span event, capped counter, structured log, debug payload). Nothing
-here needs ``configure()``: unconfigured, guards decide and emit into the OTel no-op API.
+Three guards decide whether an LLM hallucinated and act on it:
+
+* plans: :func:`validate_plan` finds invented tools/agents and broken dependencies;
+  :func:`generate_validated_plan` drives a bounded, feedback-first retry to recovery.
+* replies: :class:`FabricationGuard` flags claimed actions no tool performed, read
+  narration without a read, and self-repetition, appending an inline disclaimer.
+* questions: :class:`VerificationLoop` (with :class:`CriticalityGate`) forces the
+  ``reason`` tool on hallucination-prone questions before the model may answer.
+
+Every decision emits the same telemetry: a span event with ``request_id`` first, a
+counter with a capped ``agent`` label, a structured log line and a debug payload.
+Nothing needs :func:`configure`: unconfigured, guards still decide, and emit into the
+OTel no-op API.
 
     from guardtrace import collectors
     collectors.configure(kafka_bootstrap="kafka:9092", service_name="travel-agent")
@@ -11,26 +20,82 @@ here needs ``configure()``: unconfigured, guards decide and emit into the OTel n
 
 from guardtrace.collectors.cardinality import AgentLabelLimiter
 from guardtrace.collectors.config import CollectorConfig
+from guardtrace.collectors.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
 from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.fabrication import (
+    FabricationDetector,
+    FabricationGuard,
+    FabricationVerdict,
+    detect_fabrication,
+)
 from guardtrace.collectors.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
 from guardtrace.collectors.payload_sink import KafkaPayloadSink
+from guardtrace.collectors.plan_retry import (
+    PlanAttempt,
+    PlanGenerationError,
+    PlanHallucinationError,
+    PlanRetryConfig,
+    ValidatedPlan,
+    generate_validated_plan,
+)
+from guardtrace.collectors.plan_validation import PlanValidationResult, validate_plan
 from guardtrace.collectors.redaction import Redactor
+from guardtrace.collectors.reply_history import InMemoryReplyHistory, ReplyHistory
 from guardtrace.collectors.setup import Telemetry, configure, force_flush, shutdown
 from guardtrace.collectors.telemetry import GuardTelemetry, new_request_id, record_payload
+from guardtrace.collectors.tool_calls import (
+    tool_names_fired,
+    tool_names_from_anthropic,
+    tool_names_from_openai,
+)
+from guardtrace.collectors.verification import (
+    BudgetToken,
+    TurnAction,
+    VerificationLoop,
+    VerificationOutcome,
+    ensure_reason_tool,
+    reason_tool_schema,
+)
 
 __all__ = [
     "AgentLabelLimiter",
+    "BudgetToken",
     "CollectorConfig",
+    "CriticalityDecision",
+    "CriticalityGate",
+    "FabricationDetector",
+    "FabricationGuard",
+    "FabricationVerdict",
     "GuardInputError",
     "GuardTelemetry",
+    "InMemoryReplyHistory",
     "KafkaMetricExporter",
     "KafkaPayloadSink",
     "KafkaSpanExporter",
+    "PlanAttempt",
+    "PlanGenerationError",
+    "PlanHallucinationError",
+    "PlanRetryConfig",
+    "PlanValidationResult",
+    "ReasoningDepth",
     "Redactor",
+    "ReplyHistory",
     "Telemetry",
+    "TurnAction",
+    "ValidatedPlan",
+    "VerificationLoop",
+    "VerificationOutcome",
     "configure",
+    "detect_fabrication",
+    "ensure_reason_tool",
     "force_flush",
+    "generate_validated_plan",
     "new_request_id",
+    "reason_tool_schema",
     "record_payload",
     "shutdown",
+    "tool_names_fired",
+    "tool_names_from_anthropic",
+    "tool_names_from_openai",
+    "validate_plan",
 ]

@@ -182,6 +182,28 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- scan -------------------------------------------------------------------------------
+def cmd_scan(args: argparse.Namespace) -> int:
+    from guardtrace.collectors.scan import scan_lines
+
+    if args.path == "-":
+        summary = scan_lines(args.kind, sys.stdin, sys.stdout)
+    else:
+        try:
+            handle = open(args.path, encoding="utf-8")
+        except OSError as exc:
+            raise CommandError(f"cannot read {args.path}: {exc.strerror}") from None
+        with handle:
+            try:
+                summary = scan_lines(args.kind, handle, sys.stdout)
+            except UnicodeDecodeError as exc:
+                raise CommandError(f"{args.path} is not UTF-8 text: {exc}") from None
+    sys.stdout.flush()
+    if args.summary:
+        print(json.dumps({"kind": args.kind, **dict(sorted(summary.items()))}), file=sys.stderr)
+    return 2 if summary["errors"] else 0
+
+
 # -- parser -----------------------------------------------------------------------------
 def _add_store_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clickhouse-url", default=None,
@@ -276,6 +298,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("scan", help="run a detector over a JSONL archive",
+                       description="Check each line of a JSONL file with one guard's "
+                       "detector and print one JSON verdict per line, in order, with the "
+                       "input's id. Inputs: fabrication {id, reply, tools_fired, history, "
+                       "channel?}; questions {id, question}; plans {id, allowed_tools, plan}. "
+                       "A malformed line yields {id, error} and the scan goes on; the exit "
+                       "status is then 2.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="examples:\n"
+                              "  guardtrace scan fabrication replies.jsonl\n"
+                              "  cat plans.jsonl | guardtrace scan plans - --summary")
+    p.add_argument("kind", choices=("fabrication", "questions", "plans"),
+                   help="which detector to run")
+    p.add_argument("path", help="JSONL file, or - for standard input")
+    p.add_argument("--summary", action="store_true",
+                   help="print counts (lines, hits, errors) as JSON to stderr")
+    p.set_defaults(func=cmd_scan)
 
     for extra in _EXTRA_COMMANDS:
         extra(sub)

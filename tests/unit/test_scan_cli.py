@@ -1,0 +1,90 @@
+"""`guardtrace scan`: the offline scanner's stable contract, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guardtrace.cli import main
+
+FABRICATION = [
+    {"id": "lie", "reply": "I'm deploying the patch now.", "tools_fired": [], "history": []},
+    {"id": "truth", "reply": "I'm running Claude Sonnet 4.5 through OpenRouter.",
+     "tools_fired": []},
+    {"id": "done", "reply": "I've written the file.", "tools_fired": ["write_file"]},
+    {"id": "loop", "reply": "The deployment is blocked on the missing credentials file.",
+     "tools_fired": [], "history": ["The deployment is blocked on the missing credentials file!"]},
+]
+
+
+def run_scan(capsys: pytest.CaptureFixture[str], kind: str, path: Path,
+             *extra: str) -> tuple[int, list[dict], str]:
+    code = main(["scan", kind, str(path), *extra])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+def write_jsonl(path: Path, records: list) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_fabrication_scan_outputs_one_verdict_per_line_in_order(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_scan(capsys, "fabrication", write_jsonl(tmp_path / "f.jsonl", FABRICATION))
+    assert code == 0
+    assert [o["id"] for o in out] == ["lie", "truth", "done", "loop"]
+    assert [o["flagged"] for o in out] == [True, False, False, True]
+    assert out[0]["tiers"] == ["action"] and out[0]["similarity"] is None
+    assert out[3]["tiers"] == ["repetition"] and out[3]["similarity"] > 0.7
+    assert set(out[1]) == {"id", "flagged", "tiers", "matches", "similarity"}
+
+
+def test_questions_and_plans_scans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_scan(capsys, "questions", write_jsonl(tmp_path / "q.jsonl", [
+        {"id": 1, "question": "Which month of the year is spelled with an X?"},
+        {"id": 2, "question": "Write a poem about October."}]))
+    assert code == 0
+    assert [(o["id"], o["should_reason"]) for o in out] == [(1, True), (2, False)]
+    assert out[1]["trigger_pattern"] is None and out[0]["depth"] != "none"
+
+    code, out, _ = run_scan(capsys, "plans", write_jsonl(tmp_path / "p.jsonl", [
+        {"id": "p1", "allowed_tools": ["organize_files", "compose_email"],
+         "plan": [{"id": "step_1", "tool": "organise_file", "inputs": {}}]},
+        {"id": "p2", "allowed_tools": ["organize_files"], "plan": []}]))
+    assert code == 0
+    assert out[0]["valid"] is False
+    assert out[0]["errors"][0]["error_type"] == "hallucinated_tool"
+    assert out[0]["errors"][0]["suggested_tools"][0] == "organize_files"
+    assert out[1] == {"id": "p2", "valid": True, "errors": []}
+
+
+def test_malformed_lines_yield_errors_and_exit_2_but_the_scan_goes_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_jsonl(tmp_path / "bad.jsonl", [
+        FABRICATION[0], "{not json", "[1, 2]", {"id": 9, "reply": 42}, "", FABRICATION[1]])
+    code, out, err = run_scan(capsys, "fabrication", path, "--summary")
+    assert code == 2
+    assert [o["id"] for o in out] == ["lie", None, None, 9, "truth"]
+    assert "not JSON" in out[1]["error"] and "line 2" in out[1]["error"]
+    assert "object" in out[2]["error"]
+    assert "'reply' must be a string" in out[3]["error"]
+    summary = json.loads(err.strip().splitlines()[-1])
+    assert summary == {"kind": "fabrication", "lines": 5, "errors": 3, "flagged": 1}
+
+
+def test_stdin_and_unreadable_path(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "guardtrace.cli"]
+    done = subprocess.run([*cli, "scan", "questions", "-"], input='{"id": "x", "question": '
+                          '"How many r\'s are in strawberry?"}\n', capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["should_reason"] is True
+    missing = subprocess.run([*cli, "scan", "plans", str(tmp_path / "nope.jsonl")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1
+    assert "cannot read" in missing.stderr and "Traceback" not in missing.stderr
