@@ -1,0 +1,110 @@
+"""The CLI as an operator runs it: separate processes, a store of their own.
+
+chDB allows one store directory per process, so these tests drive `guardtrace` in
+subprocesses with their own store and read results back through `guardtrace stats`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from guardtrace.broker import EmbeddedBroker
+from guardtrace.consumers.topics import ensure_topics
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.integration
+
+CLI = [sys.executable, "-m", "guardtrace.cli"]
+
+
+def cli_env(broker: EmbeddedBroker, store: Path, suffix: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "GUARDTRACE_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "GUARDTRACE_CLICKHOUSE_URL": f"chdb://{store}",
+        "GUARDTRACE_SPANS_TOPIC": f"cli-spans-{suffix}",
+        "GUARDTRACE_METRICS_TOPIC": f"cli-metrics-{suffix}",
+        "GUARDTRACE_PAYLOADS_TOPIC": f"cli-payloads-{suffix}",
+        "GUARDTRACE_DEAD_LETTER_TOPIC": f"cli-dlq-{suffix}",
+        "GUARDTRACE_CONSUMER_GROUP": f"cli-group-{suffix}",
+        "GUARDTRACE_BATCH_MAX_SECONDS": "0.3",
+    })
+    return env
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def last_json(text: str) -> Any:
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_emit_consume_sigterm_resume_and_store_lock(broker: EmbeddedBroker,
+                                                    tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    env = cli_env(broker, tmp_path / "store", suffix)
+    ensure_topics(broker.bootstrap, [env[k] for k in env if k.endswith("_TOPIC")], partitions=2)
+
+    migrated = run(["migrate", "--json"], env)
+    assert migrated.returncode == 0, migrated.stderr
+    assert len(json.loads(migrated.stdout)["applied"]) >= 3
+    assert json.loads(run(["migrate", "--json"], env).stdout)["applied"] == []
+
+    emitted = run(["emit-test", "--spans", "2000", "--payloads"], env)
+    assert emitted.returncode == 0, emitted.stderr
+    summary = last_json(emitted.stdout)
+    assert summary["dropped"] == {} and summary["payloads"] == 200
+
+    consumer = subprocess.Popen([*CLI, "consume"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        # While it holds the store, a second process is told who holds it.
+        def locked() -> subprocess.CompletedProcess | None:
+            done = run(["stats", "--json"], env)
+            return done if "in use by another process" in done.stderr else None
+
+        refused = wait_for(locked, timeout_s=60, interval_s=0.5, message="store lock message")
+        assert refused.returncode == 1
+        assert f"PID {consumer.pid}" in refused.stderr and "Traceback" not in refused.stderr
+        time.sleep(4)  # let it join the group and write a few batches
+    finally:
+        consumer.send_signal(signal.SIGTERM)
+        out, err = consumer.communicate(timeout=60)
+    assert consumer.returncode == 0, err
+    first = last_json(out)
+    assert first["rows_written"].get("span_events", 0) > 0
+
+    # More traffic after the stop; a new run resumes from the committed offsets.
+    assert run(["emit-test", "--spans", "500"], env).returncode == 0
+    resumed = run(["consume", "--until-idle", "3"], env)
+    assert resumed.returncode == 0, resumed.stderr
+
+    stats = last_json(run(["stats", "--json"], env).stdout)
+    assert stats["events"] == {"guardtrace.emit_test": 2500}
+    assert stats["tables"]["spans"] == 2500
+    assert stats["tables"]["payloads"] == 200
+
+
+def test_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
+    env = dict(os.environ, GUARDTRACE_CLICKHOUSE_URL="mysql://nope",
+               GUARDTRACE_BATCH_MAX_ROWS="many")
+    done = run(["stats"], env)
+    assert done.returncode == 1
+    assert "GUARDTRACE_CLICKHOUSE_URL must start with chdb://" in done.stderr
+    assert "Traceback" not in done.stderr
+    env = dict(os.environ, GUARDTRACE_CLICKHOUSE_URL=f"chdb://{tmp_path}/s")
+    done = run(["stats"], env)
+    assert done.returncode == 1 and "run `guardtrace migrate` first" in done.stderr
