@@ -16,7 +16,7 @@ for _ in $(seq 50); do
   kill -0 $BROKER 2>/dev/null || { cat .guardtrace/broker.log; exit 1; }
   sleep 0.2
 done
-echo "== broker:   $(head -1 .guardtrace/broker.log)"
+echo "== broker:   $(grep -m1 listening .guardtrace/broker.log)"
 echo "== migrate:  $(guardtrace migrate)"
 echo "== emit:     $(guardtrace emit-test --spans "$SPANS" --payloads)"
 echo "== consume:  $(guardtrace consume --until-idle 5 2>/dev/null)"
