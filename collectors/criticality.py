@@ -26,6 +26,7 @@ the noun slot ("what it is", "what else was") does not count.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -241,15 +242,10 @@ class CriticalityGate:
         return CriticalityDecision(True, deepest, best.weight, best.regex, best.family)
 
 
-_DEFAULT_GATE: CriticalityGate | None = None
-
-
+@functools.cache
 def default_gate() -> CriticalityGate:
     """The shared gate over :data:`DEFAULT_PATTERNS` (patterns compile once per process)."""
-    global _DEFAULT_GATE
-    if _DEFAULT_GATE is None:
-        _DEFAULT_GATE = CriticalityGate()
-    return _DEFAULT_GATE
+    return CriticalityGate()
 
 
 def scan_question_input(obj: Mapping[str, Any],

@@ -19,6 +19,7 @@ offline scanner's per-record entry point.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -259,14 +260,9 @@ class FabricationDetector:
         )
 
 
-_DEFAULT_DETECTOR: FabricationDetector | None = None
-
-
+@functools.cache
 def _default_detector() -> FabricationDetector:
-    global _DEFAULT_DETECTOR
-    if _DEFAULT_DETECTOR is None:
-        _DEFAULT_DETECTOR = FabricationDetector()
-    return _DEFAULT_DETECTOR
+    return FabricationDetector()
 
 
 def detect_fabrication(reply: str, tools_fired: Iterable[str] = (),
