@@ -31,6 +31,7 @@ from guardtrace.schemas import names
 __all__ = ["KafkaMetricExporter", "KafkaSpanExporter"]
 
 _HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_OTLP_PROTO)]
+_CONNECT_WAIT_S = 5.0
 
 
 def _count_dropped(signal: str, reason: str, count: int) -> None:
@@ -43,7 +44,9 @@ def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: Spli
               signal: str) -> bool:
     """Queue every message of ``split``; count what could not be queued or delivered."""
     _count_dropped(signal, "oversize", split.oversize_items)
-    kafka = producer.get()
+    # Export threads are background threads: waiting for a first connection here costs
+    # the agent nothing, and saves the first batches after start-up.
+    kafka = producer.get(wait_s=_CONNECT_WAIT_S)
     if kafka is None:
         _count_dropped(signal, "kafka_unavailable", sum(split.item_counts))
         return False

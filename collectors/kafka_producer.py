@@ -28,7 +28,11 @@ _RETRY_BACKOFF_S = 5.0
 
 
 class LazyProducer:
-    """Creates the KafkaProducer on first :meth:`get`, with a backoff after failures.
+    """Creates the KafkaProducer on a background thread, retrying after a backoff.
+
+    Connecting can take up to ``bootstrap_timeout_ms`` when Kafka is down; no caller
+    waits longer than it asks to (:meth:`get`'s ``wait_s``), and attempts after a
+    failure are spaced by a backoff instead of made on every call.
 
     Args:
         bootstrap: Comma-separated bootstrap servers.
@@ -49,35 +53,56 @@ class LazyProducer:
             "request_timeout_ms": 10_000,
             "retries": 5,
             "reconnect_backoff_max_ms": 2_000,
-            # Creating the producer waits this long for a broker, on a background thread.
+            # Creating the producer waits this long for a broker, on its own thread.
             "bootstrap_timeout_ms": 3_000,
         }
         self._settings.update(overrides)
         self._producer: KafkaProducer | None = None
         self._next_attempt = 0.0
         self._lock = threading.Lock()
+        self._attempt: threading.Event | None = None  # set when the running attempt ends
         self._closed = False
 
-    def get(self) -> KafkaProducer | None:
-        """The producer, or None while Kafka is unreachable (retried after a backoff)."""
+    def get(self, wait_s: float = 0.5) -> KafkaProducer | None:
+        """The producer, or None if it is not connected within ``wait_s`` seconds.
+
+        Starts a connection attempt when none is running and the backoff has passed.
+        """
         producer = self._producer
         if producer is not None or self._closed:
             return producer
         with self._lock:
             if self._producer is not None or self._closed:
                 return self._producer
-            now = time.monotonic()
-            if now < self._next_attempt:
-                return None
-            try:
-                self._producer = KafkaProducer(**self._settings)
-            except Exception as exc:  # noqa: BLE001 - any failure means "not now"
-                self._next_attempt = now + _RETRY_BACKOFF_S
-                log_rate_limited("kafka-connect", "guardtrace cannot reach Kafka at %s: %r; "
-                                 "telemetry is dropped and counted until it is back",
-                                 ",".join(self._settings["bootstrap_servers"]), exc)
-                return None
-            return self._producer
+            attempt = self._attempt
+            if attempt is None and time.monotonic() >= self._next_attempt:
+                attempt = self._attempt = threading.Event()
+                threading.Thread(target=self._connect, args=(attempt,), daemon=True,
+                                 name="guardtrace-kafka-connect").start()
+        if attempt is not None:
+            attempt.wait(wait_s)
+        return self._producer
+
+    def _connect(self, attempt: threading.Event) -> None:
+        try:
+            producer = KafkaProducer(**self._settings)
+        except Exception as exc:  # noqa: BLE001 - any failure means "not now"
+            with self._lock:
+                self._next_attempt = time.monotonic() + _RETRY_BACKOFF_S
+                self._attempt = None
+            log_rate_limited("kafka-connect", "guardtrace cannot reach Kafka at %s: %r; "
+                             "telemetry is dropped and counted until it is back",
+                             ",".join(self._settings["bootstrap_servers"]), exc)
+        else:
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._producer = producer
+                self._attempt = None
+            if closed:
+                producer.close(timeout=0)
+        finally:
+            attempt.set()
 
     def flush(self, timeout_s: float) -> bool:
         """Wait for queued sends; False if the timeout ran out or Kafka is unreachable."""
