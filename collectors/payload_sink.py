@@ -51,7 +51,13 @@ def split_utf8(data: bytes, chunk_bytes: int) -> list[str]:
     """Split UTF-8 ``data`` into strings of at most ``chunk_bytes`` bytes each.
 
     Cuts never fall inside a multi-byte character, so every chunk decodes on its own.
+
+    Raises:
+        ValueError: ``chunk_bytes`` is smaller than 4, the longest UTF-8 character (a
+            smaller chunk could not always hold one, and the split would not progress).
     """
+    if chunk_bytes < 4:
+        raise ValueError(f"chunk_bytes must be at least 4, got {chunk_bytes}")
     chunks: list[str] = []
     start = 0
     while start < len(data):
@@ -62,6 +68,14 @@ def split_utf8(data: bytes, chunk_bytes: int) -> list[str]:
         chunks.append(data[start:end].decode("utf-8"))
         start = end
     return chunks or [""]
+
+
+def _cut_on_boundary(data: bytes, limit: int) -> bytes:
+    """The longest prefix of UTF-8 ``data`` of at most ``limit`` bytes that is whole text."""
+    end = min(limit, len(data))
+    while 0 < end < len(data) and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return data[:end]
 
 
 class KafkaPayloadSink:
@@ -151,7 +165,8 @@ class KafkaPayloadSink:
                 try:
                     self._ship(item)
                 except Exception as exc:  # noqa: BLE001 - the worker must survive
-                    log_rate_limited("payload-ship", "guardtrace payload not shipped: %r", exc)
+                    log_rate_limited("payload-ship", "guardtrace payload not shipped: %s: %s",
+                                     type(exc).__name__, str(exc)[:200])
                     self._dropped("error")
                 finally:
                     with self._lock:
@@ -160,7 +175,8 @@ class KafkaPayloadSink:
                 return
 
     def _ship(self, item: _Pending) -> None:
-        kafka = self._producer.get()
+        # The worker is a background thread: it may wait for a first connection.
+        kafka = self._producer.get(wait_s=5.0)
         if kafka is None:
             self._dropped("kafka_unavailable")
             return
@@ -170,7 +186,7 @@ class KafkaPayloadSink:
         body_bytes, sha = len(data), hashlib.sha256(data).hexdigest()
         truncated = body_bytes > self._config.payload_limit_bytes
         if truncated:
-            data = data[: self._config.payload_limit_bytes]
+            data = _cut_on_boundary(data, self._config.payload_limit_bytes)
         payload_id = uuid.uuid4().hex
         messages = self._encode_chunks(data, truncated, PayloadRecord(
             payload_id=payload_id, request_id=item.request_id, kind=item.kind, body="",
@@ -205,8 +221,12 @@ class KafkaPayloadSink:
             messages = [encode(replace(template, body=chunk, chunk_index=index,
                                        chunk_count=len(chunks)))
                         for index, chunk in enumerate(chunks)]
-            if max(map(len, messages)) <= self._config.max_message_bytes or chunk_bytes < 1024:
+            if max(map(len, messages)) <= self._config.max_message_bytes:
                 return messages
+            if chunk_bytes < 1024:
+                # Even tiny chunks do not fit: the attributes alone are too large.
+                raise ValueError(f"payload attributes exceed the {self._config.max_message_bytes}"
+                                 "-byte message limit")
             chunk_bytes //= 2
 
     def _delivery_failed(self, exc: BaseException) -> None:

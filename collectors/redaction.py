@@ -15,8 +15,9 @@ from guardtrace.schemas.names import REDACTION_MARKER_FORMAT
 
 __all__ = ["DEFAULT_RULES", "Redactor"]
 
-# name -> pattern. A rule with a group named `secret` replaces only that group, so the
-# text around it ("Authorization: Bearer", "https://user:") stays readable.
+# name -> pattern. A rule with groups named `secret...` replaces only the one that
+# matched, so the text around it ("Authorization: Bearer", "https://user:") stays
+# readable.
 DEFAULT_RULES: Mapping[str, str] = {
     "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
     "api_key": (
@@ -28,11 +29,19 @@ DEFAULT_RULES: Mapping[str, str] = {
         r"|AIza[0-9A-Za-z_\-]{35}"
         r"|glpat-[A-Za-z0-9_\-]{20,})"
     ),
-    "bearer_token": r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9_\-\.=~+/]{8,})",
+    # A token, not a word: at least 10 characters with a digit in them, so prose such
+    # as "Bearer authentication" stays readable.
+    "bearer_token": r"(?i)\bbearer\s+(?P<secret>(?=[A-Za-z_\-\.=~+/]*\d)[A-Za-z0-9_\-\.=~+/]{10,})",
     "url_password": r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:(?P<secret>[^\s@/]+)@",
+    # key = value, key: value and JSON/dict forms ("password": "..."). After password,
+    # passwd, api_key or access_key any value is a secret; after the everyday words
+    # secret and token it must look like a credential (a digit or symbol inside), so
+    # "the secret: consistency" and "token: expired" stay prose.
     "secret_assignment": (
-        r"(?i)\b(?:api[_-]?key|secret|password|passwd|token|access[_-]?key)"
-        r"\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;]{6,})"
+        r"(?i)\b(?:(?:api[_-]?key|password|passwd|access[_-]?key)[\"']?\s*[:=]\s*[\"']?"
+        r"(?P<secret>[^\s\"',;]{6,})"
+        r"|(?:secret|token)[\"']?\s*[:=]\s*[\"']?"
+        r"(?P<secret_token>(?=[^\s\"',;]*[0-9_\-!@#$%^&*+=/~][^\s\"',;]*)[^\s\"',;]{6,}))"
     ),
     "email": r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b",
 }
@@ -45,11 +54,13 @@ class _Rule:
 
     def apply(self, text: str) -> tuple[str, int]:
         marker = REDACTION_MARKER_FORMAT.format(kind=self.kind)
-        if "secret" not in self.pattern.groupindex:
+        groups = [g for g in self.pattern.groupindex if g.startswith("secret")]
+        if not groups:
             return self.pattern.subn(marker, text)
 
         def replace(match: re.Match[str]) -> str:
-            start, end = match.span("secret")
+            group = next(g for g in groups if match.group(g) is not None)
+            start, end = match.span(group)
             whole = match.group(0)
             offset = match.start()
             return whole[: start - offset] + marker + whole[end - offset:]

@@ -104,7 +104,7 @@ class Capture:
                                              span.name, span.context.trace_id))
         return out
 
-    def metric_points(self, metric: str) -> list[tuple[dict[str, Any], float]]:
+    def metric_points(self, metric: str, /) -> list[tuple[dict[str, Any], float]]:
         """(attributes, value) of every data point of ``metric`` (cumulative sums)."""
         data = self.metric_reader.get_metrics_data()
         out: list[tuple[dict[str, Any], float]] = []
@@ -118,7 +118,7 @@ class Capture:
                             out.append((dict(point.attributes or {}), point.value))
         return out
 
-    def counter_total(self, metric: str, **labels: Any) -> float:
+    def counter_total(self, metric: str, /, **labels: Any) -> float:
         """Sum of ``metric`` over points whose attributes include every ``labels`` item."""
         return sum(value for attrs, value in self.metric_points(metric)
                    if all(attrs.get(k) == v for k, v in labels.items()))

@@ -69,7 +69,14 @@ class ConsumerConfig:
 
     @classmethod
     def resolve(cls, **explicit: Any) -> ConsumerConfig:
-        """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults."""
+        """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults.
+
+        Raises:
+            TypeError: an unknown keyword argument.
+        """
+        unknown = set(explicit) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown consumer setting(s): {', '.join(sorted(unknown))}")
         get = explicit.get
         return cls(
             bootstrap=env.read_str(env.KAFKA_BOOTSTRAP, get("bootstrap")),

@@ -140,6 +140,8 @@ def read_int(var: EnvVar, explicit: int | None = None,
     """Resolve an integer setting; a non-integer or too-small value raises ConfigError."""
     value, source = _raw(var, explicit, environ)
     try:
+        if isinstance(value, float) or isinstance(value, bool):
+            raise ValueError  # 3.7 is not an integer; do not truncate it silently
         number = int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ConfigError(f"{var.name} must be an integer, got {value!r} (from {source})") from None

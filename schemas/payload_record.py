@@ -111,7 +111,7 @@ def decode(raw: bytes) -> PayloadRecord:
             span_id=_text(data, "span_id"),
             body_bytes=_int(data, "body_bytes"),
             body_sha256=_text(data, "body_sha256"),
-            truncated=bool(data.get("truncated", False)),
+            truncated=_bool(data, "truncated"),
             redactions=_int(data, "redactions"),
             attributes={str(k): str(v) for k, v in dict(data.get("attributes") or {}).items()},
         )
@@ -129,6 +129,13 @@ def _text(data: dict[str, Any], key: str, required: bool = False) -> str:
         raise TypeError(f"{key} must be a string")
     if required and not value:
         raise ValueError(f"{key} must not be empty")
+    return value
+
+
+def _bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} must be true or false")
     return value
 
 
