@@ -71,13 +71,14 @@ def test_emit_consume_sigterm_resume_and_store_lock(broker: EmbeddedBroker,
     consumer = subprocess.Popen([*CLI, "consume"], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     try:
-        # While it holds the store, a second process is told who holds it.
-        def locked() -> subprocess.CompletedProcess | None:
-            done = run(["stats", "--json"], env)
-            return done if "in use by another process" in done.stderr else None
-
-        refused = wait_for(locked, timeout_s=60, interval_s=0.5, message="store lock message")
+        # Once it holds the store (ClickHouse writes the holder's PID into `status`),
+        # a second process is told who holds it.
+        status = tmp_path / "store" / "status"
+        wait_for(lambda: status.exists() and f"PID: {consumer.pid}" in status.read_text(),
+                 timeout_s=60, message="the consumer to open the store")
+        refused = run(["stats", "--json"], env)
         assert refused.returncode == 1
+        assert "in use by another process" in refused.stderr
         assert f"PID {consumer.pid}" in refused.stderr and "Traceback" not in refused.stderr
         time.sleep(4)  # let it join the group and write a few batches
     finally:
