@@ -49,6 +49,8 @@ logger = logging.getLogger("guardtrace.consumers")
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 _BACKOFF_START_S = 0.5
 _BACKOFF_MAX_S = 30.0
+# How often a running consumer logs its counters (rows, batches, retries, dead letters, lag).
+STATS_LOG_INTERVAL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ class TelemetryConsumer:
         The idle clock starts when partitions are first assigned (a new group's first
         join takes seconds), or after twice the session timeout if none ever are.
         """
-        last_activity = time.monotonic()
+        last_activity = last_report = time.monotonic()
         # If no partition is ever assigned (e.g. more members than partitions), stop
         # waiting for one after two session timeouts and let the idle clock run.
         join_deadline = last_activity + 2 * self.config.session_timeout_ms / 1000
@@ -233,6 +235,10 @@ class TelemetryConsumer:
                     self._flush(retry=True)
                     if on_batch is not None:
                         on_batch(self.stats)
+                    if now - last_report >= STATS_LOG_INTERVAL_S:
+                        last_report = now
+                        self._update_lag()
+                        logger.info("consumer stats %s", self.summary_json())
                 elif not self._batch.records:
                     self._batch.started = now
                 if until_idle_s is not None and not got and not self._batch.records:

@@ -218,3 +218,19 @@ def test_kafka_down_hooks_return_promptly_and_drops_are_counted(broker: Any) -> 
     telemetry.force_flush(5)
     assert wait_for(lambda: payload_drops() >= 1, timeout_s=30, message="payload drops")
     threading.Thread(target=collectors.shutdown, daemon=True).start()
+
+
+def test_running_consumer_logs_its_counters(pipeline: Pipeline, caplog: pytest.LogCaptureFixture,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from guardtrace.consumers import consumer as consumer_module
+
+    monkeypatch.setattr(consumer_module, "STATS_LOG_INTERVAL_S", 0.0)
+    telemetry = collectors.configure(set_global=False, **pipeline.collector_settings())
+    emit_requests(telemetry, 100, payloads=False)
+    with caplog.at_level("INFO", logger="guardtrace.consumers"):
+        pipeline.consume_until_idle()
+    reports = [json.loads(r.getMessage().removeprefix("consumer stats "))
+               for r in caplog.records if r.getMessage().startswith("consumer stats ")]
+    assert reports, "no periodic stats line was logged"
+    assert reports[-1]["rows_written"]["span_events"] >= 1
+    assert {"batches", "write_retries", "dead_letters", "lag"} <= set(reports[-1])
