@@ -44,16 +44,22 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from guardtrace.broker import EmbeddedBroker
     from guardtrace.consumers.topics import ensure_topics
 
+    def stop_on_sigterm(_signum: int, _frame: Any) -> None:
+        # Tansu is a child process: a plain SIGTERM death of this process would orphan
+        # it, still holding the port. Treat SIGTERM like Ctrl-C so `finally` stops it.
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     broker = EmbeddedBroker(args.port).start()
-    created = ensure_topics(broker.bootstrap, [
-        env.read_str(env.SPANS_TOPIC), env.read_str(env.METRICS_TOPIC),
-        env.read_str(env.PAYLOADS_TOPIC), env.read_str(env.DEAD_LETTER_TOPIC)],
-        partitions=args.partitions)
-    print(f"guardtrace broker (Tansu, in-memory) listening on {broker.bootstrap}; "
-          f"topics ready ({', '.join(created) or 'already present'}). Ctrl-C stops it.",
-          flush=True)
-    print(f"  export {env.KAFKA_BOOTSTRAP.name}={broker.bootstrap}", flush=True)
     try:
+        created = ensure_topics(broker.bootstrap, [
+            env.read_str(env.SPANS_TOPIC), env.read_str(env.METRICS_TOPIC),
+            env.read_str(env.PAYLOADS_TOPIC), env.read_str(env.DEAD_LETTER_TOPIC)],
+            partitions=args.partitions)
+        print(f"guardtrace broker (Tansu, in-memory) listening on {broker.bootstrap}; "
+              f"topics ready ({', '.join(created) or 'already present'}). Ctrl-C stops it.",
+              flush=True)
+        print(f"  export {env.KAFKA_BOOTSTRAP.name}={broker.bootstrap}", flush=True)
         broker.wait()
         raise CommandError("the embedded broker exited unexpectedly")
     except KeyboardInterrupt:

@@ -109,3 +109,24 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
     env = dict(os.environ, GUARDTRACE_CLICKHOUSE_URL=f"chdb://{tmp_path}/s")
     done = run(["stats"], env)
     assert done.returncode == 1 and "run `guardtrace migrate` first" in done.stderr
+
+
+def test_broker_command_stops_tansu_on_sigterm() -> None:
+    from guardtrace.broker import free_port
+    import socket
+
+    port = free_port()
+    process = subprocess.Popen([*CLI, "broker", "--port", str(port)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        assert any("listening" in line for line in iter(process.stdout.readline, ""))
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+
+    def port_free() -> bool:
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) != 0
+
+    # Tansu (a child of the command) is gone too: nothing listens on the port any more.
+    assert wait_for(port_free, timeout_s=10, message="the broker port to be released")
