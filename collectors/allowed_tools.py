@@ -25,13 +25,12 @@ agent with a capability the agent does not list is ``hallucinated_capability``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.errors import GuardInputError, loads_json
 from guardtrace.collectors.tool_suggestions import MAX_SUGGESTIONS, SuggestionIndex
 
 __all__ = [
@@ -105,12 +104,7 @@ class AllowedTools:
         if isinstance(allowed, str):
             text = allowed.strip()
             if text[:1] in ("[", "{"):
-                try:
-                    allowed = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise GuardInputError(
-                        f"{where}: looks like JSON but is not valid JSON "
-                        f"(line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+                allowed = loads_json(text, f"{where}: looks like JSON but is not valid JSON")
             else:
                 builder.add_capability_text(text)
                 return builder.build()

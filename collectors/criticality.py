@@ -32,7 +32,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.errors import (
+    GuardInputError,
+    record_label,
+    require_object,
+    require_text,
+)
 from guardtrace.collectors.telemetry import guarded
 
 __all__ = [
@@ -264,21 +269,11 @@ def scan_question_input(obj: Mapping[str, Any],
         GuardInputError: ``obj`` is not a mapping, or its ``question`` is missing or not
             a string.
     """
-    if not isinstance(obj, Mapping):
-        raise GuardInputError(
-            f"question input must be an object with a 'question' string, "
-            f"got {type(obj).__name__}")
-    record_id = obj.get("id")
-    where = f"question input {record_id!r}" if record_id is not None else "question input"
-    if "question" not in obj:
-        raise GuardInputError(f"{where}: missing 'question'")
-    question = obj["question"]
-    if not isinstance(question, str):
-        raise GuardInputError(
-            f"{where}: 'question' must be a string, got {type(question).__name__}")
+    require_object(obj, "question input must be an object with a 'question' string")
+    question = require_text(obj, "question", record_label(obj, "question input"))
     decision = (gate or default_gate()).assess(question)
     return {
-        "id": record_id,
+        "id": obj.get("id"),
         "should_reason": decision.should_reason,
         "depth": decision.depth.value,
         "trigger_pattern": decision.trigger_pattern,

@@ -26,7 +26,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.errors import (
+    GuardInputError,
+    record_label,
+    require_object,
+    require_text,
+)
 from guardtrace.collectors.fabrication_patterns import (
     DEFAULT_PATTERNS,
     DEFAULT_READ_TOOLS,
@@ -424,22 +429,14 @@ def scan_fabrication_input(obj: Mapping[str, Any], *,
         GuardInputError: ``obj`` is not a mapping, ``reply`` is missing or not a string,
             or ``tools_fired``/``history`` is not a list of strings.
     """
-    if not isinstance(obj, Mapping):
-        raise GuardInputError(
-            f"fabrication scan record must be an object, got {type(obj).__name__}")
-    record_id = obj.get("id")
-    record = f"record {record_id!r}" if record_id is not None else "record"
-    if "reply" not in obj:
-        raise GuardInputError(f"{record}: missing 'reply'")
-    reply = obj["reply"]
-    if not isinstance(reply, str):
-        raise GuardInputError(
-            f"{record}: 'reply' must be a string, got {type(reply).__name__}")
+    require_object(obj, "fabrication scan record must be an object")
+    record = record_label(obj, "record")
+    reply = require_text(obj, "reply", record)
     tools = _string_list(obj, names.ATTR_TOOLS_FIRED, record)
     history = _string_list(obj, "history", record)
     verdict = detect_fabrication(reply, tools, history, detector=detector)
     return {
-        "id": record_id,
+        "id": obj.get("id"),
         "flagged": verdict.flagged,
         "tiers": list(verdict.tiers),
         "matches": [{"tier": m.tier, "phrase": m.phrase} for m in verdict.matches],

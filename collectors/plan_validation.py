@@ -21,14 +21,13 @@ Both are re-exported here (:class:`AllowedTools`, :func:`suggest_tools`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from guardtrace.collectors.allowed_tools import AllowedTools, _is_mapping, suggest_tools
-from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.errors import GuardInputError, loads_json, require_object
 from guardtrace.collectors.tool_suggestions import MAX_SUGGESTIONS
 
 __all__ = [
@@ -171,12 +170,7 @@ def _parse_plan(plan: Any) -> list[PlanStep]:
     if isinstance(plan, (bytes, bytearray)):
         plan = plan.decode("utf-8", errors="replace")
     if isinstance(plan, str):
-        try:
-            plan = json.loads(plan)
-        except json.JSONDecodeError as exc:
-            raise GuardInputError(
-                f"plan: not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                f"{exc.msg})") from None
+        plan = loads_json(plan, "plan: not valid JSON")
     if _is_mapping(plan):
         if "steps" not in plan:
             raise GuardInputError("plan: object has no 'steps' list")
@@ -397,10 +391,7 @@ def scan_plan_input(obj: Mapping[str, Any]) -> dict[str, Any]:
         GuardInputError: The record is malformed; the message names the record and what
             is wrong with it.
     """
-    if not isinstance(obj, Mapping):
-        raise GuardInputError(
-            f"scan record: expected an object with 'id', 'allowed_tools' and 'plan', "
-            f"got {type(obj).__name__}")
+    require_object(obj, "scan record: expected an object with 'id', 'allowed_tools' and 'plan'")
     record_id = obj.get("id")
     label = f"scan record {record_id!r}" if "id" in obj else "scan record"
     missing = [key for key in _SCAN_KEYS if key not in obj]
