@@ -77,5 +77,5 @@ class CollectorConfig:
         return self.max_message_bytes - _ENVELOPE_HEADROOM
 
     def with_changes(self, **changes: Any) -> CollectorConfig:
-        """A copy with some fields replaced (tests and the CLI use this)."""
+        """A copy with some fields replaced."""
         return replace(self, **changes)

@@ -10,6 +10,7 @@ logged at most once a minute per kind and counted.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -60,6 +61,7 @@ def guarded(fallback: Callable[..., T]) -> Callable[[Callable[..., T]], Callable
     """
 
     def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> T:
             try:
                 return func(*args, **kwargs)
@@ -67,10 +69,6 @@ def guarded(fallback: Callable[..., T]) -> Callable[[Callable[..., T]], Callable
                 _count_hook_error(func.__qualname__, exc)
                 return fallback(*args, **kwargs)
 
-        wrapper.__name__ = func.__name__
-        wrapper.__qualname__ = func.__qualname__
-        wrapper.__doc__ = func.__doc__
-        wrapper.__wrapped__ = func  # type: ignore[attr-defined]
         return wrapper
 
     return decorate
@@ -94,7 +92,8 @@ class _Instruments:
         self._meter: Any = None
         self._counters: dict[str, Any] = {}
 
-    def _refresh(self) -> _state.TelemetryState:
+    def _refresh(self) -> None:
+        """Rebuild tracer, meter and counters if the telemetry state was swapped."""
         state = _state.current()
         if state.generation != self._generation:
             with self._lock:
@@ -105,7 +104,6 @@ class _Instruments:
                     self._meter = mp.get_meter(names.INSTRUMENTATION_NAME, __version__)
                     self._counters = {}
                     self._generation = state.generation
-        return state
 
     def tracer(self) -> Any:
         self._refresh()
@@ -142,8 +140,7 @@ class GuardTelemetry:
               attributes: Mapping[str, AttributeValue | None] | None = None) -> None:
         """Add span event ``name`` with ``request_id`` first, then ``module``, then the rest."""
         try:
-            state = _SELF._refresh()
-            redact = state.redactor.redact
+            redact = _state.current().redactor.redact
             attrs: dict[str, AttributeValue] = {
                 names.ATTR_REQUEST_ID: request_id,
                 names.ATTR_MODULE: self.module,
@@ -173,10 +170,9 @@ class GuardTelemetry:
               labels: Mapping[str, str | int] | None = None) -> None:
         """Add ``value`` to counter ``metric`` labelled with module, capped agent, labels."""
         try:
-            state = _SELF._refresh()
             attrs: dict[str, str | int] = {names.ATTR_MODULE: self.module}
             if agent is not None:
-                label, overflowed = state.limiter.admit(metric, self.module, agent)
+                label, overflowed = _state.current().limiter.admit(metric, self.module, agent)
                 attrs[names.ATTR_AGENT] = label
                 if overflowed:
                     _SELF.counter(names.METRIC_LABEL_OVERFLOW).add(
@@ -200,7 +196,7 @@ class GuardTelemetry:
                 names.ATTR_REQUEST_ID: request_id,
             }
             if error is not None:
-                record[names.ATTR_ERROR] = _SELF._refresh().redactor.redact(error)
+                record[names.ATTR_ERROR] = _state.current().redactor.redact(error)
             if duration_ms is not None:
                 record[names.ATTR_DURATION_MS] = round(duration_ms, 3)
             if status is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -88,7 +88,6 @@ class Capture:
     payload_sink: InMemoryPayloadSink
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
-    _metrics_cache: list[tuple[str, dict[str, Any], float]] | None = field(default=None)
 
     def spans(self) -> list[Any]:
         """Finished spans, oldest first."""

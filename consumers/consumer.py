@@ -150,7 +150,8 @@ class _Rebalance(ConsumerRebalanceListener):
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self._owner._assigned.set()
-        self._owner._just_assigned = True
+        # The idle clock of --until-idle starts at the (first) assignment.
+        self._owner._last_activity = time.monotonic()
         logger.info("assigned partitions: %s",
                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assigned)))
 
@@ -173,7 +174,7 @@ class TelemetryConsumer:
         self._assigned = threading.Event()
         self._batch = _Batch()
         self._flushing = False
-        self._just_assigned = False
+        self._last_activity = time.monotonic()
         self._decoders: dict[str, Callable[[bytes], DecodedRows]] = {
             config.spans_topic: decode_spans,
             config.metrics_topic: decode_metrics,
@@ -211,10 +212,10 @@ class TelemetryConsumer:
         The idle clock starts when partitions are first assigned (a new group's first
         join takes seconds), or after twice the session timeout if none ever are.
         """
-        last_activity = last_report = time.monotonic()
+        self._last_activity = last_report = time.monotonic()
         # If no partition is ever assigned (e.g. more members than partitions), stop
         # waiting for one after two session timeouts and let the idle clock run.
-        join_deadline = last_activity + 2 * self.config.session_timeout_ms / 1000
+        join_deadline = self._last_activity + 2 * self.config.session_timeout_ms / 1000
         try:
             while not self._stop.is_set():
                 wait_s = max(0.0, self.config.batch_max_seconds
@@ -226,9 +227,8 @@ class TelemetryConsumer:
                         self._accept(tp, record)
                         got += 1
                 now = time.monotonic()
-                if got or self._just_assigned:
-                    last_activity = now
-                    self._just_assigned = False
+                if got:
+                    self._last_activity = now
                 if self._batch.records and (
                         len(self._batch.rows) >= self.config.batch_max_rows
                         or now - self._batch.started >= self.config.batch_max_seconds):
@@ -243,7 +243,7 @@ class TelemetryConsumer:
                     self._batch.started = now
                 if until_idle_s is not None and not got and not self._batch.records:
                     if (self._assigned.is_set() or now > join_deadline) \
-                            and now - last_activity >= until_idle_s:
+                            and now - self._last_activity >= until_idle_s:
                         break
             self._flush(retry=False)
         except BaseException:

@@ -107,9 +107,6 @@ class EmbeddedBroker:
             process.kill()
             process.wait()
 
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
     def wait(self) -> int:
         """Block until the broker exits; return its exit status."""
         assert self._process is not None

@@ -143,7 +143,7 @@ def cmd_emit_test(args: argparse.Namespace) -> int:
         # agent); a smoke test that must not drop flushes as it goes instead.
         if (i + 1) % 1000 == 0:
             telemetry.force_flush(30)
-            _progress(args, i + 1, args.spans)
+            _progress(i + 1, args.spans)
     flushed = telemetry.force_flush(30)
     shutdown(10)
     dropped = {**internal_totals(names.METRIC_EXPORT_DROPPED),
@@ -158,7 +158,8 @@ def cmd_emit_test(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace, done: int, total: int) -> None:
+def _progress(done: int, total: int) -> None:
+    """A progress bar on stderr, only when it is a terminal."""
     if sys.stderr.isatty():
         width = 30
         filled = int(width * done / max(total, 1))
