@@ -122,6 +122,19 @@ class ConsumerStats:
         }
 
 
+def reason_kind(reason: str) -> str:
+    """The short class of a dead-letter reason ("oversize", "truncated protobuf", ...)."""
+    return reason.split(":")[0].split("(")[0].strip()[:60]
+
+
+def _record_time_ns(record: Any) -> int:
+    """The record's Kafka timestamp in ns, or now when the broker gave none."""
+    timestamp_ms = getattr(record, "timestamp", None)
+    if isinstance(timestamp_ms, int) and timestamp_ms > 0:
+        return timestamp_ms * 1_000_000
+    return time.time_ns()
+
+
 class _Batch:
     def __init__(self) -> None:
         self.rows = DecodedRows()
@@ -291,8 +304,14 @@ class TelemetryConsumer:
             value = value[:1024]  # keep a sample of an oversize record, not all of it
         self._batch.dead_letter_futures.append(self._producer.send(
             self.config.dead_letter_topic, key=record.key, value=value, headers=headers))
+        kind = reason_kind(reason)
+        # The same fact as a row, so the health page can count and show it; written with
+        # the batch, before the commit, and keyed by source position (replay-safe).
+        self._batch.rows.dead_letters.append([
+            f"{tp.topic}:{tp.partition}:{record.offset}",
+            _record_time_ns(record), tp.topic, tp.partition, record.offset, kind,
+            reason[:4096], len(record.value or b""), (record.value or b"")[:64].hex()])
         self.stats.dead_letters += 1
-        kind = reason.split(":")[0].split("(")[0].strip()[:60]
         self.stats.dead_letter_reasons[kind] = self.stats.dead_letter_reasons.get(kind, 0) + 1
 
     # -- per batch ---------------------------------------------------------------------

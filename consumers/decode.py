@@ -50,6 +50,8 @@ class Columns:
     PAYLOADS = ("payload_id", "chunk_index", "chunk_count", "request_id", "kind", "timestamp",
                 "trace_id", "span_id", "body", "preview", "body_bytes", "body_sha256",
                 "truncated", "redactions", "attributes")
+    DEAD_LETTERS = ("dead_letter_id", "timestamp", "source_topic", "source_partition",
+                    "source_offset", "reason_kind", "reason", "value_bytes", "value_sample")
 
 
 @dataclass
@@ -60,16 +62,18 @@ class DecodedRows:
     span_events: list[list[Any]] = field(default_factory=list)
     metric_points: list[list[Any]] = field(default_factory=list)
     payloads: list[list[Any]] = field(default_factory=list)
+    dead_letters: list[list[Any]] = field(default_factory=list)
 
     def extend(self, other: DecodedRows) -> None:
         self.spans.extend(other.spans)
         self.span_events.extend(other.span_events)
         self.metric_points.extend(other.metric_points)
         self.payloads.extend(other.payloads)
+        self.dead_letters.extend(other.dead_letters)
 
     def __len__(self) -> int:
         return (len(self.spans) + len(self.span_events) + len(self.metric_points)
-                + len(self.payloads))
+                + len(self.payloads) + len(self.dead_letters))
 
 
 _SPAN_KINDS = {v: k.removeprefix("SPAN_KIND_").lower() for k, v in Span.SpanKind.items()}

@@ -19,6 +19,7 @@ TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("span_events", "span_events", Columns.SPAN_EVENTS),
     ("metric_points", "metric_points", Columns.METRIC_POINTS),
     ("payloads", "payloads", Columns.PAYLOADS),
+    ("dead_letters", "dead_letters", Columns.DEAD_LETTERS),
 )
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 __all__ = ["event_counts", "table_counts"]
 
-COUNTED_TABLES = ("spans", "span_events", "metric_points", "payloads", "requests")
+COUNTED_TABLES = ("spans", "span_events", "metric_points", "payloads", "requests",
+                  "dead_letters")
 
 
 def table_counts(client: Any, database: str) -> dict[str, int]:

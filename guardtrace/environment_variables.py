@@ -98,6 +98,15 @@ TTL_EVENTS_DAYS: Final = EnvVar("GUARDTRACE_TTL_EVENTS_DAYS", "30",
                                 "Days spans, events and metric points are kept.", "pipeline")
 TTL_PAYLOADS_DAYS: Final = EnvVar("GUARDTRACE_TTL_PAYLOADS_DAYS", "7",
                                   "Days debug payloads are kept.", "pipeline")
+DASHBOARD_CLICKHOUSE_URL: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_CLICKHOUSE_URL", "",
+    "The dashboard's own ClickHouse URL, with a read-only user on a server; empty: "
+    "the dashboard reads `GUARDTRACE_CLICKHOUSE_URL`.", "pipeline")
+DASHBOARD_PORT: Final = EnvVar("GUARDTRACE_DASHBOARD_PORT", "8501",
+                               "Port the dashboard serves on (`up`, `dashboard`).", "pipeline")
+DASHBOARD_TOP_AGENTS: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_TOP_AGENTS", "10",
+    "Agents the overview lists by name; the rest are folded into `__other__`.", "pipeline")
 LOG_LEVEL: Final = EnvVar("GUARDTRACE_LOG_LEVEL", "INFO",
                           "Log level of the guardtrace command.", "pipeline")
 
@@ -106,7 +115,8 @@ ALL: Final = (
     DEAD_LETTER_TOPIC, MAX_MESSAGE_BYTES, PAYLOAD_LIMIT_BYTES, CAPTURE_PAYLOADS, REDACT,
     PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS, CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_SECONDS,
-    TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, LOG_LEVEL,
+    TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
+    DASHBOARD_TOP_AGENTS, LOG_LEVEL,
 )
 
 

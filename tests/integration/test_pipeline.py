@@ -166,6 +166,15 @@ def test_poison_records_go_to_dead_letters_and_good_records_land(pipeline: Pipel
         assert headers[names.HEADER_DLQ_ERROR]
         assert headers[names.HEADER_DLQ_SOURCE_TOPIC].decode() in config.topics
         assert int(headers[names.HEADER_DLQ_SOURCE_OFFSET]) >= 0
+    # The same dead letters are rows in ClickHouse (what the health page counts), one per
+    # source position, with the reason and a hex sample of the bytes.
+    rows = pipeline.client.query(
+        "SELECT source_topic, reason_kind, reason, value_bytes, value_sample "
+        "FROM {db}.dead_letters FINAL ORDER BY value_sample".replace("{db}", pipeline.database)
+    ).result_rows
+    assert sorted((topic, bytes.fromhex(sample)) for topic, _, _, _, sample in rows) == \
+        sorted(poison)
+    assert all(reason and kind and size > 0 for _, kind, reason, size, _ in rows)
 
 
 def test_clickhouse_failure_is_retried_without_commit_then_recovers(pipeline: Pipeline) -> None:
