@@ -276,7 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Subcommands that live in their own modules; each has ``register(subparsers)``, which
 # adds its parser and sets ``func``. Imports inside commands stay lazy, so `--help` is fast.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = (
+    "guardtrace.query_commands",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

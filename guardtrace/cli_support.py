@@ -12,8 +12,8 @@ from typing import Any
 
 from guardtrace import environment_variables as env
 
-__all__ = ["CommandError", "add_kafka_args", "add_store_args", "open_store", "positive_float",
-           "positive_int", "progress", "require_schema"]
+__all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "open_store",
+           "positive_float", "positive_int", "progress", "require_schema"]
 
 
 class CommandError(Exception):
@@ -80,3 +80,21 @@ def positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
     return value
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration(text: str) -> float:
+    """An argparse type for spans of time: ``90s``, ``15m``, ``1h``, ``7d`` (seconds)."""
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:] in _DURATION_UNITS else "s"
+    number = value[:-1] if value[-1:] in _DURATION_UNITS else value
+    try:
+        seconds = float(number) * _DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 90s, 15m, 1h or 7d, got {text!r}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return seconds
