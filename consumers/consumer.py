@@ -375,8 +375,11 @@ class TelemetryConsumer:
             if not assignment:
                 return
             ends = self._consumer.end_offsets(list(assignment))
-            self.stats.lag = sum(max(0, ends[tp] - self._consumer.position(tp))
-                                 for tp in assignment)
+            # Tansu answers ListOffsets(latest) with less than the log end; the high
+            # watermark of the last fetch response is right on every broker.
+            self.stats.lag = sum(
+                max(0, max(ends[tp], self._consumer.highwater(tp) or 0)
+                    - self._consumer.position(tp)) for tp in assignment)
         except Exception as exc:  # noqa: BLE001 - lag is informational
             logger.debug("could not compute lag: %r", exc)
 

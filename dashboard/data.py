@@ -1,0 +1,161 @@
+"""What every dashboard page shares: the store connection, the time range, formatting.
+
+Pages call :func:`store` first; when ClickHouse cannot be opened or is not migrated, the
+page says what to do and stops instead of showing a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from guardtrace import environment_variables as env
+
+__all__ = ["Store", "TimeRange", "auto_refresh", "empty_state", "format_rate", "minute_frame",
+           "rate_delta", "store", "time_range"]
+
+
+@dataclass(frozen=True)
+class Store:
+    client: Any
+    database: str
+    url: str
+
+
+@st.cache_resource(show_spinner=False)
+def _open(url: str, database: str) -> Store:
+    from guardtrace.consumers.store import StoreConfig, open_client
+
+    config = StoreConfig.resolve(url=url, database=database)
+    return Store(open_client(config), config.database, config.url)
+
+
+def store_url() -> str:
+    """The dashboard's own URL (a read-only user on a server) or the pipeline's."""
+    return env.read_str(env.DASHBOARD_CLICKHOUSE_URL) or env.read_str(env.CLICKHOUSE_URL)
+
+
+def store() -> Store:
+    """The ClickHouse store, or a clear message and ``st.stop()``."""
+    from guardtrace.consumers.migrate import applied_versions, load_migrations
+    from guardtrace.consumers.store import StoreError
+
+    try:
+        opened = _open(store_url(), env.read_str(env.CLICKHOUSE_DATABASE))
+    except (StoreError, env.ConfigError) as exc:
+        st.error(f"Cannot open ClickHouse: {exc}")
+        st.stop()
+    try:
+        missing = ({m.version for m in load_migrations()}
+                   - applied_versions(opened.client, opened.database))
+    except Exception as exc:  # noqa: BLE001 - shown to the operator, with what to do
+        st.error(f"Cannot read ClickHouse at {opened.url}: {exc}")
+        st.stop()
+    if missing:
+        st.warning(f"Database `{opened.database}` is not migrated yet (missing "
+                   f"{sorted(missing)}). Run `guardtrace migrate`, or start everything with "
+                   "`guardtrace up`.")
+        st.stop()
+    return opened
+
+
+# -- time range ----------------------------------------------------------------------------
+RANGES = {"Last 15 minutes": timedelta(minutes=15), "Last hour": timedelta(hours=1),
+          "Last 24 hours": timedelta(hours=24)}
+CUSTOM = "Custom"
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    start: datetime
+    end: datetime
+    label: str
+
+    @property
+    def length(self) -> timedelta:
+        return self.end - self.start
+
+    def previous(self) -> TimeRange:
+        """The period of the same length just before this one (for deltas)."""
+        return TimeRange(self.start - self.length, self.start, f"previous {self.label}")
+
+
+def time_range(now: datetime | None = None) -> TimeRange:
+    """The sidebar's time range picker (15 min, 1 h, 24 h or custom)."""
+    now = now or datetime.now(UTC)
+    choice = st.sidebar.selectbox("Time range", [*RANGES, CUSTOM], index=1, key="time_range")
+    if choice != CUSTOM:
+        return TimeRange(now - RANGES[choice], now, choice.removeprefix("Last ").lower())
+    default_start = (now - timedelta(hours=1))
+    start_day = st.sidebar.date_input("From (UTC)", value=default_start.date(), key="from_day")
+    start_time = st.sidebar.time_input("From time", value=default_start.time().replace(
+        second=0, microsecond=0), key="from_time")
+    end_day = st.sidebar.date_input("To (UTC)", value=now.date(), key="to_day")
+    end_time = st.sidebar.time_input("To time", value=now.time().replace(second=0,
+                                     microsecond=0), key="to_time")
+    start = _combine(start_day, start_time)
+    end = _combine(end_day, end_time)
+    if end <= start:
+        st.sidebar.error("The end of the range must be after its start.")
+        st.stop()
+    return TimeRange(start, end, f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC")
+
+
+def _combine(day: date, at: time) -> datetime:
+    return datetime.combine(day, at, tzinfo=UTC)
+
+
+# -- presentation helpers ---------------------------------------------------------------
+def format_rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
+
+
+def rate_delta(current: float | None, previous: float | None) -> str | None:
+    """Change in percentage points against the previous period, for ``st.metric``."""
+    if current is None or previous is None:
+        return None
+    return f"{(current - previous) * 100:+.1f} pp"
+
+
+def minute_frame(rows: list[tuple[datetime, str, int]], start: datetime, end: datetime,
+                 series: list[str]) -> pd.DataFrame:
+    """Per-minute counts with every minute and series present (zeros where none)."""
+    first = start.replace(second=0, microsecond=0)
+    minutes = pd.date_range(first, end, freq="1min", tz="UTC", inclusive="left")
+    frame = pd.DataFrame(rows, columns=["minute", "series", "count"])
+    frame["minute"] = pd.to_datetime(frame["minute"], utc=True)
+    full = pd.MultiIndex.from_product([minutes, series], names=["minute", "series"])
+    return (frame.groupby(["minute", "series"])["count"].sum()
+            .reindex(full, fill_value=0).reset_index())
+
+
+def empty_state(message: str) -> None:
+    st.info(message, icon="ℹ️")
+
+
+AUTO_REFRESH_S = 10
+
+
+def auto_refresh() -> None:
+    """Rerun the page every few seconds while the sidebar toggle is on (live demo data).
+
+    A fragment with ``run_every`` fires on a timer; the full-page run that draws it fires
+    it too, right away, which is told apart by the time since the page last ran.
+    """
+    import time as clock
+
+    if not st.sidebar.toggle(f"Auto-refresh ({AUTO_REFRESH_S} s)", value=True,
+                             key="auto_refresh"):
+        return
+    st.session_state["_page_ran_at"] = clock.monotonic()
+
+    @st.fragment(run_every=AUTO_REFRESH_S)
+    def tick() -> None:
+        if clock.monotonic() - st.session_state.get("_page_ran_at", 0) >= AUTO_REFRESH_S - 1:
+            st.rerun()
+
+    tick()

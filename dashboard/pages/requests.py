@@ -1,0 +1,170 @@
+"""Requests: find one by id, or pick from recent requests with problems; see its trace.
+
+A request page reads the request-id lookup first, then only that request's rows. The
+request id travels in the URL (``/requests?request_id=...``) so a page can be shared.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from guardtrace.dashboard import queries
+from guardtrace.dashboard.data import empty_state, store
+from guardtrace.schemas import names
+
+# Bodies longer than this are shown cut (the download button has the whole body).
+SHOWN_BODY_CHARS = 20_000
+LIST_WINDOWS = {"last hour": timedelta(hours=1), "last 24 hours": timedelta(hours=24),
+                "last 7 days": timedelta(days=7)}
+_REDACTION_PREFIX = names.REDACTION_MARKER_FORMAT.split("{")[0]
+
+
+def _timeline_chart(trace: queries.Trace) -> alt.LayerChart:
+    spans = pd.DataFrame([{"name": s.name, "start": s.start_time, "end": s.end_time,
+                           "duration_ms": round(s.duration_ms, 3), "status": s.status_code}
+                          for s in trace.spans])
+    events = pd.DataFrame([{"name": e.name, "time": e.timestamp, "lane": _lane(trace, e),
+                            "module": e.module, "agent": e.agent, "tier": e.tier}
+                           for e in trace.events])
+    layers = []
+    if not spans.empty:
+        layers.append(alt.Chart(spans).mark_bar(height=14, opacity=0.6).encode(
+            x=alt.X("start:T", title="time (UTC)"), x2="end:T",
+            y=alt.Y("name:N", title=None, sort=None),
+            tooltip=["name", "duration_ms", "status"]))
+    if not events.empty:
+        layers.append(alt.Chart(events).mark_point(size=120, filled=True, shape="diamond")
+                      .encode(x="time:T", y=alt.Y("lane:N", sort=None),
+                              color=alt.Color("name:N", title="event"),
+                              tooltip=["name", "time:T", "module", "agent", "tier"]))
+    return alt.layer(*layers).properties(height=60 + 32 * max(1, len(trace.spans)))
+
+
+def _lane(trace: queries.Trace, event: queries.TraceEvent) -> str:
+    """The span an event belongs to, so events sit on their span's row of the timeline."""
+    for span in trace.spans:
+        if span.span_id == event.span_id:
+            return span.name
+    return "(no span)"
+
+
+def _show_payload(payload: queries.Payload, index: int) -> None:
+    title = (f"{payload.kind} · {payload.timestamp:%H:%M:%S} · {payload.body_bytes:,} bytes"
+             + (" · redacted" if payload.redactions else "")
+             + (" · truncated" if payload.truncated else ""))
+    with st.expander(title, expanded=index == 0):
+        if payload.redactions:
+            st.caption(f"🔒 {payload.redactions} secret(s) were redacted in the agent process "
+                       f"before export; they appear as `{_REDACTION_PREFIX}…]`.")
+        if payload.truncated:
+            st.warning(f"Truncated at the collector's payload limit: the original body was "
+                       f"{payload.body_bytes:,} bytes (sha256 {payload.body_sha256}).")
+        if not payload.complete:
+            st.warning(f"Incomplete: {payload.chunks_present} of {payload.chunk_count} chunks "
+                       "have arrived.")
+        if payload.attributes:
+            st.json(payload.attributes, expanded=False)
+        shown = payload.body[:SHOWN_BODY_CHARS]
+        st.code(shown + ("\n…" if len(payload.body) > SHOWN_BODY_CHARS else ""),
+                language="json" if shown.lstrip().startswith(("{", "[")) else None)
+        st.download_button("Download payload", payload.body.encode("utf-8"),
+                           file_name=f"{payload.request_id}-{payload.kind}-"
+                                     f"{payload.payload_id[:8]}.txt",
+                           mime="text/plain", key=f"download-{payload.payload_id}")
+
+
+def show_request(data, request_id: str) -> None:  # noqa: ANN001 - Store
+    request = queries.find_request(data.client, data.database, request_id)
+    if request is None:
+        st.warning(f"No request `{request_id}` in `{data.database}`. Ids appear once the "
+                   "consumers have written the request's telemetry; pick one from the list "
+                   "below.")
+        return
+    trace = queries.request_trace(data.client, data.database, request)
+    payloads = queries.request_payloads(data.client, data.database, request_id)
+    st.subheader(f"Request `{request.request_id}`")
+    cols = st.columns(4)
+    cols[0].metric("Spans", len(trace.spans))
+    cols[1].metric("Events", len(trace.events))
+    cols[2].metric("Payloads", len(payloads))
+    cols[3].metric("Duration", f"{(request.last_seen - request.first_seen).total_seconds() * 1000:,.1f} ms")
+    st.caption(f"first seen {request.first_seen:%Y-%m-%d %H:%M:%S.%f} UTC · modules: "
+               f"{', '.join(request.modules) or '-'} · agents: "
+               f"{', '.join(request.agents) or '-'} · traces: {', '.join(request.trace_ids)}")
+    st.markdown("**Trace timeline** (spans as bars, events as diamonds)")
+    if trace.spans or trace.events:
+        st.altair_chart(_timeline_chart(trace), width="stretch")
+    st.markdown("**Events**")
+    st.dataframe(pd.DataFrame([{
+        "time": e.timestamp, "event": e.name, "module": e.module, "agent": e.agent,
+        "tier": e.tier,
+        "attributes": json.dumps({k: v for k, v in sorted(e.attributes.items())
+                                  if k not in (names.ATTR_REQUEST_ID, names.ATTR_MODULE)})}
+        for e in trace.events], columns=["time", "event", "module", "agent", "tier",
+                                         "attributes"]),
+        hide_index=True, key="events")
+    for event in trace.events:
+        with st.expander(f"{event.timestamp:%H:%M:%S.%f} {event.name}"):
+            st.json(event.attributes)
+    st.markdown("**Debug payloads**")
+    if not payloads:
+        empty_state("No debug payloads for this request (payload capture may be off: "
+                    "GUARDTRACE_CAPTURE_PAYLOADS).")
+    for index, payload in enumerate(payloads):
+        _show_payload(payload, index)
+
+
+def show_recent(data) -> None:  # noqa: ANN001 - Store
+    st.subheader("Recent requests with problems")
+    left, right = st.columns(2)
+    outcome = left.selectbox("Outcome", [*queries.OUTCOMES, "all"], key="outcome")
+    window = right.selectbox("Seen in", list(LIST_WINDOWS), key="window")
+    rows = queries.recent_requests(data.client, data.database,
+                                   since=datetime.now(UTC) - LIST_WINDOWS[window],
+                                   outcome=outcome, limit=200)
+    if not rows:
+        empty_state(f"No requests with outcome `{outcome}` in the {window}. Generate traffic "
+                    "with `guardtrace simulate`, or widen the window.")
+        return
+    st.dataframe(pd.DataFrame([{
+        "request id": r.request_id, "last seen": r.last_seen,
+        "events": ", ".join(n.removeprefix("llm.") for n in r.event_names),
+        "modules": ", ".join(r.modules), "payloads": ", ".join(r.payload_kinds)}
+        for r in rows]), hide_index=True, key="recent")
+    st.selectbox("Open a request", ["", *[r.request_id for r in rows]], key="open_request",
+                 on_change=_open_picked)
+
+
+def _open_picked() -> None:
+    if st.session_state.get("open_request"):
+        st.query_params["request_id"] = st.session_state["open_request"]
+
+
+st.title("Requests")
+data = store()
+request_id = st.query_params.get("request_id", "").strip()
+# Keep the search box showing the id in the URL (opened from the list, or a shared link).
+if st.session_state.get("_shown_request_id") != request_id:
+    st.session_state["request_id_input"] = request_id
+    st.session_state["_shown_request_id"] = request_id
+with st.form("search", border=False):
+    st.text_input("Request id", placeholder="paste a request id, e.g. from a log line",
+                  key="request_id_input")
+    if st.form_submit_button("Search"):
+        request_id = st.session_state["request_id_input"].strip()
+        st.query_params["request_id"] = request_id
+        st.session_state["_shown_request_id"] = request_id
+if request_id:
+    try:
+        request_id = queries.validate_request_id(request_id)
+    except ValueError as exc:
+        st.error(str(exc))
+    else:
+        show_request(data, request_id)
+    st.divider()
+show_recent(data)
