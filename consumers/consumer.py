@@ -188,6 +188,8 @@ class TelemetryConsumer:
         self._batch = _Batch()
         self._flushing = False
         self._last_activity = time.monotonic()
+        # When the loop last polled Kafka (also while backing off); read by consumers/health.py.
+        self.last_poll_monotonic: float | None = None
         self._decoders: dict[str, Callable[[bytes], DecodedRows]] = {
             config.spans_topic: decode_spans,
             config.metrics_topic: decode_metrics,
@@ -234,6 +236,7 @@ class TelemetryConsumer:
                 wait_s = max(0.0, self.config.batch_max_seconds
                              - (time.monotonic() - self._batch.started))
                 polled = self._consumer.poll(timeout_ms=int(min(wait_s, 0.5) * 1000) or 1)
+                self.last_poll_monotonic = time.monotonic()
                 got = 0
                 for tp, records in polled.items():
                     for record in records:
@@ -368,6 +371,7 @@ class TelemetryConsumer:
         deadline = time.monotonic() + seconds
         while not self._stop.is_set() and time.monotonic() < deadline:
             self._consumer.poll(timeout_ms=200)
+            self.last_poll_monotonic = time.monotonic()
 
     def _update_lag(self) -> None:
         try:

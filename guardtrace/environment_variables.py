@@ -109,6 +109,10 @@ DASHBOARD_TOP_AGENTS: Final = EnvVar(
     "Agents the overview lists by name; the rest are folded into `__other__`.", "pipeline")
 LOG_LEVEL: Final = EnvVar("GUARDTRACE_LOG_LEVEL", "INFO",
                           "Log level of the guardtrace command.", "pipeline")
+HEALTH_PORT: Final = EnvVar(
+    "GUARDTRACE_HEALTH_PORT", "0",
+    "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes; "
+    "0 serves nothing.", "pipeline")
 
 ALL: Final = (
     KAFKA_BOOTSTRAP, EXPORTER, SERVICE_NAME, SPANS_TOPIC, METRICS_TOPIC, PAYLOADS_TOPIC,
@@ -116,7 +120,7 @@ ALL: Final = (
     PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS, CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_SECONDS,
     TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
-    DASHBOARD_TOP_AGENTS, LOG_LEVEL,
+    DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT,
 )
 
 

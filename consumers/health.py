@@ -1,0 +1,144 @@
+"""Liveness and readiness over HTTP for ``guardtrace consume`` (Kubernetes probes, compose).
+
+``GET /healthz`` answers 200 while the consumer loop keeps polling Kafka and 503 once it
+has not polled for ``stale_after_s`` seconds (a hung loop: restarting the process is the
+cure). ``GET /readyz`` answers 200 once the first poll has finished. Both return a small
+JSON body with the consumer's counters, so ``curl``-ing a pod also shows what it did.
+
+The server runs on a daemon thread of the consumer process and only reads two
+attributes of the consumer, ``last_poll_monotonic`` and ``stats``; it never calls into
+Kafka or ClickHouse, so a probe cannot slow the loop down or fail because ClickHouse is
+down. (A ClickHouse outage is not a liveness failure: the loop keeps polling while it
+backs off, and a restart would not bring ClickHouse back.)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+__all__ = ["DEFAULT_STALE_AFTER_S", "HealthServer", "Observed"]
+
+logger = logging.getLogger("guardtrace.consumers")
+
+# The loop polls at least every 0.5 s; a flush polls while it backs off. Two minutes
+# without a poll means the loop is stuck (a hung insert, a deadlock), not merely busy.
+DEFAULT_STALE_AFTER_S = 120.0
+
+
+class Observed(Protocol):
+    """What the health server reads from the consumer (a TelemetryConsumer fits)."""
+
+    last_poll_monotonic: float | None
+    stats: Any  # has ``as_dict()``
+
+
+class HealthServer:
+    """Serve ``/healthz`` and ``/readyz`` for one consumer on a daemon thread.
+
+    Args:
+        observed: The consumer (anything with ``last_poll_monotonic`` and ``stats``).
+        port: TCP port; 0 binds a free one (see :attr:`port`).
+        host: Address to bind; all interfaces by default, so kubelet and Docker can reach it.
+        stale_after_s: Seconds without a poll after which ``/healthz`` answers 503. Before
+            the first poll the same allowance counts from :meth:`start`.
+        clock: Monotonic clock, replaceable in tests.
+    """
+
+    def __init__(self, observed: Observed, port: int, host: str = "0.0.0.0",
+                 stale_after_s: float = DEFAULT_STALE_AFTER_S,
+                 clock: Any = time.monotonic) -> None:
+        self._observed = observed
+        self._stale_after_s = stale_after_s
+        self._clock = clock
+        self._started = clock()
+        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when constructed with port 0)."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> HealthServer:
+        """Start serving on a daemon thread; return self."""
+        self._started = self._clock()
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name="guardtrace-health", daemon=True)
+        self._thread.start()
+        logger.info("health endpoints on port %d: /healthz, /readyz", self.port)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+    # -- the two answers ------------------------------------------------------------------
+    def liveness(self) -> tuple[int, dict[str, Any]]:
+        """HTTP status and body of ``/healthz``."""
+        last = self._observed.last_poll_monotonic
+        since = self._clock() - (self._started if last is None else last)
+        alive = since <= self._stale_after_s
+        status = ("ok" if last is not None else "starting") if alive else "stale"
+        return (200 if alive else 503), self._body(status, last, since)
+
+    def readiness(self) -> tuple[int, dict[str, Any]]:
+        """HTTP status and body of ``/readyz``."""
+        last = self._observed.last_poll_monotonic
+        since = self._clock() - (self._started if last is None else last)
+        ready = last is not None
+        return (200 if ready else 503), self._body("ready" if ready else "starting", last, since)
+
+    def _body(self, status: str, last: float | None, since: float) -> dict[str, Any]:
+        return {"status": status,
+                "seconds_since_poll": None if last is None else round(since, 3),
+                "stale_after_s": self._stale_after_s,
+                "stats": self._stats()}
+
+    def _stats(self) -> dict[str, Any] | None:
+        # The loop mutates the counters' dicts while we copy them; a copy that races a
+        # new key raises RuntimeError. Try again rather than lock the hot loop.
+        for _ in range(3):
+            try:
+                return dict(self._observed.stats.as_dict())
+            except RuntimeError:
+                continue
+            except Exception:  # noqa: BLE001 - a probe must answer even if stats cannot
+                logger.debug("health: stats unavailable", exc_info=True)
+                return None
+        return None
+
+
+def _handler_for(owner: HealthServer) -> type[BaseHTTPRequestHandler]:
+    class _Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            path = self.path.split("?", 1)[0]
+            if path == "/healthz":
+                code, body = owner.liveness()
+            elif path == "/readyz":
+                code, body = owner.readiness()
+            else:
+                code, body = 404, {"status": "not found", "paths": ["/healthz", "/readyz"]}
+            payload = json.dumps(body, sort_keys=True).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            # Probes arrive every few seconds; the default handler would print each one
+            # to stderr, drowning the consumer's own log.
+            logger.debug("health: " + format, *args)
+
+    return _Handler
