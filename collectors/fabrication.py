@@ -308,6 +308,8 @@ class FabricationGuard:
         detector: The tier configuration (defaults when omitted).
         history: The per-channel reply store (an in-memory one of ``history_size``
             replies per channel when omitted).
+        module: The ``module`` label and attribute of this guard's telemetry, so an
+            agent can report its own module (keyword only); None keeps ``replies``.
 
     Example:
         >>> guard = FabricationGuard()
@@ -318,12 +320,14 @@ class FabricationGuard:
 
     detector: FabricationDetector = field(default_factory=FabricationDetector)
     history: ReplyHistory | None = None
+    module: str | None = field(default=None, kw_only=True)
     _telemetry: GuardTelemetry = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.history is None:
             self.history = InMemoryReplyHistory(size=self.detector.history_size)
-        self._telemetry = GuardTelemetry(names.MODULE_REPLIES, _OPERATION)
+        module = names.MODULE_REPLIES if self.module is None else self.module
+        self._telemetry = GuardTelemetry(module, _OPERATION)
 
     @guarded(_quiet_on_error)
     def check(self, reply: str, tools_fired: Iterable[str] = (), *,

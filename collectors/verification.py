@@ -338,6 +338,8 @@ class VerificationLoop:
             outcome is BYPASSED, so the user gets an answer instead of a turn-limit
             error. None nudges until the loop's own turn limit ends it.
         nudge_text: Builds the nudge from the question (default :func:`build_nudge`).
+        module: The ``module`` label and attribute of this loop's telemetry, so an agent
+            can report its own module; None keeps ``verification``.
     """
 
     def __init__(self, question: str, *, request_id: str | None = None,
@@ -345,7 +347,8 @@ class VerificationLoop:
                  min_tool_calls: int = 1, min_turns: int = 0,
                  required_tools: Iterable[str] = (REASON_TOOL_NAME,),
                  max_nudges: int | None = 3,
-                 nudge_text: Callable[[str], str] | None = None) -> None:
+                 nudge_text: Callable[[str], str] | None = None,
+                 module: str | None = None) -> None:
         self.question = question
         self.request_id = request_id or new_request_id()
         self.agent = agent
@@ -354,7 +357,8 @@ class VerificationLoop:
         self._nudge_text = nudge_text or (
             lambda q: build_nudge(q, self._required_tools or (REASON_TOOL_NAME,)))
         self._gate = gate or default_gate()
-        self._telemetry = GuardTelemetry(names.MODULE_VERIFICATION, "forced_verification")
+        self._telemetry = GuardTelemetry(
+            names.MODULE_VERIFICATION if module is None else module, "forced_verification")
         self._stats = _Stats()
         self.decision: CriticalityDecision = self._assess()
         # A budget of zero when the gate is quiet: finishing is then always allowed.

@@ -559,6 +559,18 @@ def test_agent_label_is_capped() -> None:
     assert cap.events()[-1].attributes[names.ATTR_AGENT] == "a3"
 
 
+def test_module_label_defaults_to_replies_and_can_be_set() -> None:
+    with capture() as cap:
+        FabricationGuard().check("I'm deploying now.", [], request_id="r1", agent="a")
+        FabricationGuard(module="checkout").check("I'm deploying now.", [], request_id="r2",
+                                                  agent="a")
+    first, second = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert first.attributes[names.ATTR_MODULE] == names.MODULE_REPLIES
+    assert second.attributes[names.ATTR_MODULE] == "checkout"
+    assert cap.counter_total(names.METRIC_FABRICATIONS, module=names.MODULE_REPLIES) == 1
+    assert cap.counter_total(names.METRIC_FABRICATIONS, module="checkout", agent="a") == 1
+
+
 def test_quiet_reply_emits_nothing(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="guardtrace")
     with capture() as cap:

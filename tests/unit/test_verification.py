@@ -354,6 +354,20 @@ def test_questions_not_requiring_reasoning_emit_nothing() -> None:
     assert cap.counter_total(names.METRIC_VERIFICATION_REQUIRED) == 0
 
 
+def test_module_label_defaults_to_verification_and_can_be_set() -> None:
+    with capture() as cap:
+        VerificationLoop(OCTOBER, request_id="r1", agent="a").close("turn_limit")
+        VerificationLoop(OCTOBER, request_id="r2", agent="a", module="helpdesk").close(
+            "turn_limit")
+    modules = [(e.attributes[names.ATTR_REQUEST_ID], e.attributes[names.ATTR_MODULE])
+               for e in cap.events()]
+    assert modules == [("r1", names.MODULE_VERIFICATION)] * 2 + [("r2", "helpdesk")] * 2
+    assert cap.counter_total(names.METRIC_VERIFICATION_REQUIRED,
+                             module=names.MODULE_VERIFICATION) == 1
+    assert cap.counter_total(names.METRIC_VERIFICATION_BYPASSED, module="helpdesk",
+                             agent="a") == 1
+
+
 def test_decisions_work_with_no_telemetry_configured() -> None:
     loop = VerificationLoop(OCTOBER)
     assert loop.request_id
