@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["BrokerError", "EmbeddedBroker", "free_port", "tansu_binary"]
+__all__ = ["BrokerError", "EmbeddedBroker", "free_port", "port_in_use", "tansu_binary"]
 
 
 class BrokerError(RuntimeError):
@@ -42,10 +42,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _port_open(port: int) -> bool:
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts connections on ``host:port``."""
     with socket.socket() as sock:
         sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 class EmbeddedBroker:
@@ -71,7 +72,7 @@ class EmbeddedBroker:
         Raises:
             BrokerError: the port is taken, or the broker exited or did not come up.
         """
-        if _port_open(self.port):
+        if port_in_use(self.port):
             raise BrokerError(
                 f"port {self.port} on 127.0.0.1 is already in use (another broker?). "
                 f"Use that broker via GUARDTRACE_KAFKA_BOOTSTRAP=127.0.0.1:{self.port}, "
@@ -88,7 +89,7 @@ class EmbeddedBroker:
                 raise BrokerError(f"the embedded broker exited with status "
                                   f"{self._process.returncode} while starting"
                                   + (f"; see {self.log_path}" if self.log_path else ""))
-            if _port_open(self.port):
+            if port_in_use(self.port):
                 return self
             time.sleep(0.02)
         self.stop()
@@ -106,6 +107,10 @@ class EmbeddedBroker:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+    def alive(self) -> bool:
+        """True while the broker process is running."""
+        return self._process is not None and self._process.poll() is None
 
     def wait(self) -> int:
         """Block until the broker exits; return its exit status."""

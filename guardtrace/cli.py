@@ -278,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 # adds its parser and sets ``func``. Imports inside commands stay lazy, so `--help` is fast.
 _COMMAND_MODULES: tuple[str, ...] = (
     "guardtrace.query_commands",
+    "guardtrace.up",
 )
 
 
