@@ -156,6 +156,19 @@ def _supervise(stack: _Stack, stop: threading.Event) -> None:
             return
 
 
+def _announce_when_serving(port: int, banner: str, stop: threading.Event) -> None:
+    """Print the banner once the dashboard accepts connections (not before: a URL printed
+    early would be refused)."""
+    from guardtrace.broker import port_in_use
+
+    deadline = time.monotonic() + 120
+    while not stop.is_set() and time.monotonic() < deadline:
+        if port_in_use(port):
+            print(banner, flush=True)
+            return
+        stop.wait(0.1)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from guardtrace.broker import EmbeddedBroker
     from guardtrace.consumers.migrate import migrate
@@ -204,14 +217,16 @@ def cmd_up(args: argparse.Namespace) -> int:
                          name="guardtrace-supervisor", daemon=True).start()
 
         kafka_text = f"{bootstrap} ({'yours' if external_kafka else 'embedded Tansu'})"
-        print(f"guardtrace is up\n"
-              f"  dashboard   http://127.0.0.1:{port}\n"
-              f"  kafka       {kafka_text}\n"
-              f"  clickhouse  {store_config.url} (database {store_config.database}"
-              f"{', migrated now' if applied else ''})\n"
-              + (f"  demo        simulating {args.demo_rate:g} requests/s "
-                 f"(log: {stack.simulator_log})\n" if args.demo else "")
-              + "Ctrl-C stops everything.", flush=True)
+        banner = (f"guardtrace is up\n"
+                  f"  dashboard   http://127.0.0.1:{port}\n"
+                  f"  kafka       {kafka_text}\n"
+                  f"  clickhouse  {store_config.url} (database {store_config.database}"
+                  f"{', migrated now' if applied else ''})\n"
+                  + (f"  demo        simulating {args.demo_rate:g} requests/s "
+                     f"(log: {stack.simulator_log})\n" if args.demo else "")
+                  + "Ctrl-C stops everything.")
+        threading.Thread(target=_announce_when_serving, args=(port, banner, stop_supervisor),
+                         name="guardtrace-announce", daemon=True).start()
         serve_dashboard(port, args.address)
     finally:
         stop_supervisor.set()

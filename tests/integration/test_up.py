@@ -1,0 +1,155 @@
+"""`guardtrace up` as a user runs it: a separate process, real broker, store and dashboard.
+
+The flow the README promises: up brings everything up and prints the dashboard URL,
+telemetry sent to its broker lands in its store, Ctrl-C stops it all (no orphaned
+broker), and afterwards `guardtrace payload` / `trace` read the same store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guardtrace import collectors
+from guardtrace import environment_variables as env
+from guardtrace.broker import free_port, port_in_use
+from guardtrace.dashboard.kafka_health import read_consumer_lag
+from guardtrace.schemas import names
+
+from .conftest import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("collectors_reset")]
+
+
+class UpProcess:
+    """A running `guardtrace up`, with its output collected on a thread."""
+
+    def __init__(self, args: list[str], cwd: Path, environ: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "guardtrace.cli", "up", *args], cwd=cwd, env=environ,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_until_up(self, timeout_s: float = 90) -> None:
+        wait_for(lambda: "Ctrl-C stops everything" in self.output
+                 or self.process.poll() is not None, timeout_s, message="guardtrace up")
+        assert self.process.poll() is None, self.output
+
+    def stop(self, timeout_s: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(timeout_s)
+        self._reader.join(5)
+        return code
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+@pytest.fixture
+def environ(workdir: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GUARDTRACE_")}
+    environ[env.CLICKHOUSE_URL.name] = f"chdb://{workdir / 'store'}"
+    return environ
+
+
+@pytest.fixture
+def up(workdir: Path, environ: dict[str, str]) -> Iterator[tuple[UpProcess, int, int]]:
+    port, broker_port = free_port(), free_port()
+    process = UpProcess(["--port", str(port), "--broker-port", str(broker_port)], workdir,
+                        environ)
+    yield process, port, broker_port
+    if process.process.poll() is None:
+        process.process.kill()
+        process.process.wait(10)
+
+
+def guardtrace(args: list[str], cwd: Path, environ: dict[str, str],
+               timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "guardtrace.cli", *args], cwd=cwd,
+                          env=environ, capture_output=True, text=True, timeout=timeout_s)
+
+
+@pytest.mark.timeout(240)
+def test_up_serves_persists_and_stops_cleanly_then_the_store_answers(
+        up: tuple[UpProcess, int, int], workdir: Path, environ: dict[str, str]) -> None:
+    process, port, broker_port = up
+    process.wait_until_up()
+    assert f"http://127.0.0.1:{port}" in process.output
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=10) as r:
+        assert r.read() == b"ok"
+
+    # An agent sends a fabricated reply through up's broker.
+    bootstrap = f"127.0.0.1:{broker_port}"
+    collectors.configure(set_global=False, kafka_bootstrap=bootstrap,
+                         metric_export_interval_ms=60_000)
+    collectors.FabricationGuard().check("I've written the file to disk.", [],
+                                        request_id="up-req-1", agent="writer")
+    collectors.shutdown()
+    topics = [names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC]
+
+    def consumed() -> bool:
+        lag = read_consumer_lag(bootstrap, env.CONSUMER_GROUP.default, topics)
+        return lag.error is None and lag.total == 0 and any(
+            row["committed"] for row in lag.partitions)
+    wait_for(consumed, 60, interval_s=0.5, message="up's consumer to commit the telemetry")
+
+    # While up holds the embedded store, a second up is told who holds it.
+    second = guardtrace(["up", "--port", str(free_port()), "--broker-port",
+                         str(free_port())], workdir, environ)
+    assert second.returncode == 1
+    assert "in use by another process" in second.stderr
+    assert f"PID {process.process.pid}" in second.stderr
+
+    assert process.stop() == 0, process.output
+    assert "stopped." in process.output
+    assert not port_in_use(broker_port) and not port_in_use(port)
+
+    payload = guardtrace(["payload", "up-req-1", "--json"], workdir, environ)
+    assert payload.returncode == 0, payload.stderr
+    [body] = json.loads(payload.stdout)
+    assert body["kind"] == names.PAYLOAD_KIND_FABRICATION
+    assert "written the file" in body["body"]
+    trace = guardtrace(["trace", "up-req-1"], workdir, environ)
+    assert trace.returncode == 0 and names.EVENT_FABRICATION_DETECTED in trace.stdout
+
+
+def test_up_reports_a_port_in_use_with_what_to_do(workdir: Path,
+                                                  environ: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        result = guardtrace(["up", "--port", str(port), "--broker-port", str(free_port())],
+                            workdir, environ)
+    assert result.returncode == 1
+    assert f"port {port} (dashboard) is already in use" in result.stderr
+    assert "--port" in result.stderr
+    assert time.monotonic() - started < 30
+    # Nothing was started or created before the check failed.
+    assert not (workdir / "store").exists()
