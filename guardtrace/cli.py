@@ -61,16 +61,40 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 # -- migrate ----------------------------------------------------------------------------
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from guardtrace.consumers.cluster_migrations import (
+        ClusterSchemaError,
+        check_cluster_name,
+        migrate_cluster,
+        render_sql,
+    )
     from guardtrace.consumers.migrate import migrate
+    from guardtrace.consumers.store import StoreConfig, open_client
 
-    config, client = open_store(args)
-    applied = migrate(client, config)
+    config = StoreConfig.resolve(url=args.clickhouse_url, database=args.database)
+    try:
+        cluster = None if args.cluster is None else check_cluster_name(args.cluster)
+        if args.print_sql:
+            # Nothing is contacted: the SQL a migration of an empty database runs.
+            print(render_sql(config, cluster), end="")
+            return 0
+        if cluster is not None and config.embedded_path is not None:
+            raise CommandError(f"--cluster needs a ClickHouse server ({env.CLICKHOUSE_URL.name}"
+                               "=http(s)://user:password@host:8123); the embedded engine has "
+                               "no cluster. --print-sql shows the SQL without one.")
+        client = open_client(config)
+        applied = (migrate(client, config) if cluster is None
+                   else migrate_cluster(client, config, cluster))
+    except ClusterSchemaError as exc:
+        raise CommandError(str(exc)) from None
+    where = config.database + (f" on cluster {cluster}" if cluster else "")
     result = {"database": config.database, "applied": [f"{m.version:04d}_{m.name}"
                                                          for m in applied]}
+    if cluster:
+        result["cluster"] = cluster
     print(json.dumps(result) if args.json else
-          (f"applied {len(applied)} migration(s) to {config.database}: "
+          (f"applied {len(applied)} migration(s) to {where}: "
            + ", ".join(result["applied"]) if applied
-           else f"{config.database} is up to date"))
+           else f"{where} is up to date"))
     return 0
 
 
@@ -81,6 +105,10 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from guardtrace.consumers.topics import ensure_topics
     from guardtrace.consumers.writer import ClickHouseWriter
 
+    health_port = env.read_int(env.HEALTH_PORT, args.health_port, minimum=0)
+    if health_port > 65535:
+        raise CommandError(f"{env.HEALTH_PORT.name} / --health-port must be a TCP port "
+                           f"(0 for none), got {health_port}")
     store_config, client = open_store(args)
     if args.migrate:
         migrate(client, store_config)
@@ -99,9 +127,22 @@ def cmd_consume(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    health = None
+    if health_port:
+        from guardtrace.consumers.health import HealthServer
+
+        try:
+            health = HealthServer(consumer, health_port).start()
+        except OSError as exc:
+            raise CommandError(f"cannot serve /healthz on port {health_port}: "
+                               f"{exc.strerror or exc}") from None
     logger.info("consuming %s from %s into %s", ", ".join(config.topics), config.bootstrap,
                 store_config.database)
-    stats = consumer.run(until_idle_s=args.until_idle)
+    try:
+        stats = consumer.run(until_idle_s=args.until_idle)
+    finally:
+        if health is not None:
+            health.stop()
     print(json.dumps({"database": store_config.database, **stats.as_dict()}, sort_keys=True))
     return 0
 
@@ -214,8 +255,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("migrate", help="create or upgrade the ClickHouse schema",
                        description="Apply the numbered SQL migrations shipped in "
-                       "guardtrace.schemas/migrations that are not yet applied. Idempotent.")
+                       "guardtrace.schemas/migrations that are not yet applied. Idempotent. "
+                       "With --cluster, the replicated variant: Replicated*MergeTree tables "
+                       "named *_local on every shard, Distributed tables under the usual "
+                       "names, every statement ON CLUSTER.")
     add_store_args(p)
+    p.add_argument("--cluster", default=None, metavar="NAME",
+                   help="create the replicated, sharded schema on this ClickHouse cluster "
+                        "(a name from system.clusters)")
+    p.add_argument("--print-sql", action="store_true",
+                   help="print the SQL of every migration (replicated with --cluster) and "
+                        "exit without connecting")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_migrate)
 
@@ -231,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until-idle", type=positive_float, default=None, metavar="SECONDS",
                    help="exit after SECONDS with nothing new (batch jobs, tests)")
     p.add_argument("--migrate", action="store_true", help="apply migrations first")
+    p.add_argument("--health-port", type=int, default=None, metavar="PORT",
+                   help=f"serve /healthz and /readyz on PORT for probes (default "
+                        f"${env.HEALTH_PORT.name} or {env.HEALTH_PORT.default}: none)")
     p.set_defaults(func=cmd_consume)
 
     p = sub.add_parser("emit-test", help="send test spans through the real collector path",
