@@ -1,122 +1,21 @@
 """Real services for integration tests: a Tansu broker and the embedded ClickHouse engine.
 
-Both start once per session (Tansu in ~0.1 s, chDB in-process). If either cannot start,
-the session errors: integration tests never skip for a missing dependency. Isolation
-is by name, as in clickhouse-connect's and kafka-python's own suites: every test gets
-its own database, topics and consumer group.
+The fixtures live in :mod:`tests.support.services`, shared with the reliability suite;
+importing them here registers them for this directory (pytest collects fixture
+functions from a conftest's namespace). ``Pipeline`` and ``wait_for`` are re-exported
+for the tests that import them from this module.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from tests.support.services import (  # noqa: F401 - fixtures are found by name
+    Pipeline,
+    broker,
+    ch_client,
+    chdb_dir,
+    collectors_reset,
+    pipeline,
+    wait_for,
+)
 
-import pytest
-
-from guardtrace.broker import EmbeddedBroker, free_port
-from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
-from guardtrace.consumers.migrate import migrate
-from guardtrace.consumers.store import StoreConfig, open_client
-from guardtrace.consumers.topics import ensure_topics
-from guardtrace.consumers.writer import ClickHouseWriter
-
-T = TypeVar("T")
-
-
-def wait_for(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1,
-             message: str = "condition") -> T:
-    """Poll ``check`` until it returns a truthy value; fail with ``message`` on timeout."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {message}; last={last!r}")
-
-
-@pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    log = tmp_path_factory.mktemp("broker") / "tansu.log"
-    instance = EmbeddedBroker(free_port(), log_path=log).start()
-    yield instance
-    instance.stop()
-
-
-@pytest.fixture(scope="session")
-def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("chdb") / "store"
-
-
-@pytest.fixture(scope="session")
-def ch_client(chdb_dir: Path) -> Any:
-    # One chDB directory per process is all the engine allows; tests share it and
-    # isolate themselves by database.
-    return open_client(StoreConfig.resolve(url=f"chdb://{chdb_dir}", database="gt_session"))
-
-
-@dataclass
-class Pipeline:
-    """One test's slice of the real pipeline: its topics, database and group."""
-
-    bootstrap: str
-    client: Any
-    store: StoreConfig
-    consumer_config: ConsumerConfig
-
-    @property
-    def database(self) -> str:
-        return self.store.database
-
-    def collector_settings(self) -> dict[str, Any]:
-        """Keyword arguments for guardtrace.collectors.configure()."""
-        return {"kafka_bootstrap": self.bootstrap, "exporter": "kafka",
-                "spans_topic": self.consumer_config.spans_topic,
-                "metrics_topic": self.consumer_config.metrics_topic,
-                "payloads_topic": self.consumer_config.payloads_topic,
-                "metric_export_interval_ms": 60_000}
-
-    def consumer(self, writer: Any | None = None, **overrides: Any) -> TelemetryConsumer:
-        config = self.consumer_config
-        if overrides:
-            config = ConsumerConfig(**{**config.__dict__, **overrides})
-        return TelemetryConsumer(config, writer or ClickHouseWriter(self.client, self.database))
-
-    def consume_until_idle(self, idle_s: float = 2.0, **overrides: Any) -> Any:
-        return self.consumer(**overrides).run(until_idle_s=idle_s)
-
-    def scalar(self, sql: str, **params: Any) -> Any:
-        return self.client.query(sql.replace("{db}", self.database), parameters=params).result_rows[0][0]
-
-    def rows(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-        return self.client.query(sql.replace("{db}", self.database), parameters=params).result_rows
-
-
-@pytest.fixture
-def pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
-    suffix = uuid.uuid4().hex[:10]
-    store = StoreConfig.resolve(url="chdb://unused", database=f"gt_{suffix}")
-    migrate(ch_client, store)
-    config = ConsumerConfig.resolve(
-        bootstrap=broker.bootstrap, group_id=f"group-{suffix}",
-        spans_topic=f"spans-{suffix}", metrics_topic=f"metrics-{suffix}",
-        payloads_topic=f"payloads-{suffix}", dead_letter_topic=f"dlq-{suffix}",
-        batch_max_rows=500, batch_max_seconds=0.5,
-        session_timeout_ms=3000, heartbeat_interval_ms=1000)
-    ensure_topics(broker.bootstrap, [*config.topics, config.dead_letter_topic], partitions=2)
-    return Pipeline(broker.bootstrap, ch_client, store, config)
-
-
-@pytest.fixture
-def collectors_reset() -> Iterator[None]:
-    """Make sure every test leaves guardtrace.collectors unconfigured."""
-    from guardtrace import collectors
-
-    collectors.shutdown()
-    yield
-    collectors.shutdown()
+__all__ = ["Pipeline", "wait_for"]

@@ -1,0 +1,170 @@
+"""Real services for tests: a Tansu broker and the embedded ClickHouse engine.
+
+Both start once per session (Tansu in ~0.1 s, chDB in-process). If either cannot start,
+the session errors: tests that use them never skip for a missing dependency. Isolation
+is by name, as in clickhouse-connect's and kafka-python's own suites: every test gets
+its own database, topics and consumer group.
+
+This is a plain module, not a conftest: each suite's ``conftest.py`` imports the
+fixtures it wants (``from tests.support.services import broker, pipeline, ...``).
+pytest then registers one fixture definition per importing conftest, so two suites in
+one run would each start their own "session" broker and chDB client. chDB allows one
+data directory per process, so a second client would fail: the session resources are
+therefore process-wide singletons here, shared by every conftest that imports the
+fixtures and released when the last of them is torn down.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from guardtrace.broker import EmbeddedBroker, free_port
+from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
+from guardtrace.consumers.migrate import migrate
+from guardtrace.consumers.store import StoreConfig, open_client
+from guardtrace.consumers.topics import ensure_topics
+from guardtrace.consumers.writer import ClickHouseWriter
+
+__all__ = ["Pipeline", "broker", "ch_client", "chdb_dir", "collectors_reset", "pipeline",
+           "wait_for"]
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1,
+             message: str = "condition") -> T:
+    """Poll ``check`` until it returns a truthy value; fail with ``message`` on timeout."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {message}; last={last!r}")
+
+
+# -- process-wide session resources ------------------------------------------------------
+_shared: dict[str, Any] = {}
+_users: dict[str, int] = {}
+
+
+@contextmanager
+def _shared_resource(key: str, create: Callable[[], T],
+                     release: Callable[[T], None] | None = None) -> Iterator[T]:
+    """Yield the one process-wide instance of ``key``, creating it on first use.
+
+    Args:
+        key: Name of the resource.
+        create: Builds the resource when no fixture holds it yet.
+        release: Called with the resource when the last holder is torn down.
+    """
+    if key not in _shared:
+        _shared[key] = create()
+        _users[key] = 0
+    _users[key] += 1
+    try:
+        yield _shared[key]
+    finally:
+        _users[key] -= 1
+        if _users[key] == 0:
+            resource = _shared.pop(key)
+            if release is not None:
+                release(resource)
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    def start() -> EmbeddedBroker:
+        log = tmp_path_factory.mktemp("broker") / "tansu.log"
+        return EmbeddedBroker(free_port(), log_path=log).start()
+
+    with _shared_resource("broker", start, EmbeddedBroker.stop) as instance:
+        yield instance
+
+
+@pytest.fixture(scope="session")
+def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with _shared_resource("chdb_dir", lambda: tmp_path_factory.mktemp("chdb") / "store") as path:
+        yield path
+
+
+@pytest.fixture(scope="session")
+def ch_client(chdb_dir: Path) -> Iterator[Any]:
+    # One chDB directory per process is all the engine allows; tests share it and
+    # isolate themselves by database.
+    def open_session_client() -> Any:
+        return open_client(StoreConfig.resolve(url=f"chdb://{chdb_dir}", database="gt_session"))
+
+    with _shared_resource("ch_client", open_session_client) as client:
+        yield client
+
+
+@dataclass
+class Pipeline:
+    """One test's slice of the real pipeline: its topics, database and group."""
+
+    bootstrap: str
+    client: Any
+    store: StoreConfig
+    consumer_config: ConsumerConfig
+
+    @property
+    def database(self) -> str:
+        return self.store.database
+
+    def collector_settings(self) -> dict[str, Any]:
+        """Keyword arguments for guardtrace.collectors.configure()."""
+        return {"kafka_bootstrap": self.bootstrap, "exporter": "kafka",
+                "spans_topic": self.consumer_config.spans_topic,
+                "metrics_topic": self.consumer_config.metrics_topic,
+                "payloads_topic": self.consumer_config.payloads_topic,
+                "metric_export_interval_ms": 60_000}
+
+    def consumer(self, writer: Any | None = None, **overrides: Any) -> TelemetryConsumer:
+        config = self.consumer_config
+        if overrides:
+            config = ConsumerConfig(**{**config.__dict__, **overrides})
+        return TelemetryConsumer(config, writer or ClickHouseWriter(self.client, self.database))
+
+    def consume_until_idle(self, idle_s: float = 2.0, **overrides: Any) -> Any:
+        return self.consumer(**overrides).run(until_idle_s=idle_s)
+
+    def scalar(self, sql: str, **params: Any) -> Any:
+        return self.client.query(sql.replace("{db}", self.database), parameters=params).result_rows[0][0]
+
+    def rows(self, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+        return self.client.query(sql.replace("{db}", self.database), parameters=params).result_rows
+
+
+@pytest.fixture
+def pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
+    suffix = uuid.uuid4().hex[:10]
+    store = StoreConfig.resolve(url="chdb://unused", database=f"gt_{suffix}")
+    migrate(ch_client, store)
+    config = ConsumerConfig.resolve(
+        bootstrap=broker.bootstrap, group_id=f"group-{suffix}",
+        spans_topic=f"spans-{suffix}", metrics_topic=f"metrics-{suffix}",
+        payloads_topic=f"payloads-{suffix}", dead_letter_topic=f"dlq-{suffix}",
+        batch_max_rows=500, batch_max_seconds=0.5,
+        session_timeout_ms=3000, heartbeat_interval_ms=1000)
+    ensure_topics(broker.bootstrap, [*config.topics, config.dead_letter_topic], partitions=2)
+    return Pipeline(broker.bootstrap, ch_client, store, config)
+
+
+@pytest.fixture
+def collectors_reset() -> Iterator[None]:
+    """Make sure every test leaves guardtrace.collectors unconfigured."""
+    from guardtrace import collectors
+
+    collectors.shutdown()
+    yield
+    collectors.shutdown()
