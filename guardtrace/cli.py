@@ -332,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMAND_MODULES: tuple[str, ...] = (
     "guardtrace.query_commands",
     "guardtrace.up",
+    "guardtrace.simulator.command",
 )
 
 
