@@ -1,0 +1,291 @@
+"""What the benchmark scripts share: percentiles, the human table, the final JSON line,
+and the real services (a Tansu broker, chDB stores in a temporary directory).
+
+Every script prints a human table and, as its very last line, one JSON object::
+
+    {"benchmark": ..., "params": {...}, "figures": {...},
+     "targets": [{"name", "value", "op", "target", "unit", "met"}], "all_met": bool,
+     "machine": {"cpus", "loadavg_start", "loadavg_end", ...}}
+
+Ratios are always taken against a baseline measured in the same run: these machines
+are shared and noisy, and absolute figures move with the load (recorded in
+``machine``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+
+# Tansu's first join of a new consumer group takes about half the session timeout.
+SESSION_TIMEOUT_MS = 3000
+HEARTBEAT_INTERVAL_MS = 1000
+
+
+# -- statistics --------------------------------------------------------------------------
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation; nan when empty."""
+    if not values:
+        return math.nan
+    data = sorted(values)
+    if len(data) == 1:
+        return float(data[0])
+    rank = (len(data) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(data) - 1)
+    return float(data[low] + (data[high] - data[low]) * (rank - low))
+
+
+def summarize_ns(samples_ns: Sequence[int]) -> dict[str, float]:
+    """Median, p99 and mean of per-call times given in ns, in microseconds."""
+    return {"median_us": round(percentile(samples_ns, 50) / 1000, 3),
+            "p99_us": round(percentile(samples_ns, 99) / 1000, 3),
+            "mean_us": round(sum(samples_ns) / max(1, len(samples_ns)) / 1000, 3),
+            "calls": len(samples_ns)}
+
+
+# -- reporting ---------------------------------------------------------------------------
+def machine_info() -> dict[str, Any]:
+    return {"cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version(), "platform": platform.platform(terse=True)}
+
+
+@dataclass
+class Report:
+    """Collects a benchmark's figures and targets; :meth:`finish` prints both forms."""
+
+    benchmark: str
+    params: dict[str, Any]
+    figures: dict[str, Any] = field(default_factory=dict)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    tables: list[tuple[str, list[str], list[list[Any]]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    machine_start: dict[str, Any] = field(default_factory=machine_info)
+
+    def table(self, title: str, headers: list[str], rows: list[list[Any]]) -> None:
+        self.tables.append((title, headers, rows))
+
+    def target(self, name: str, value: float, op: str, limit: float, unit: str = "") -> bool:
+        """Record whether ``value op limit`` holds (op one of <=, <, >=, >, ==)."""
+        met = {"<=": value <= limit, "<": value < limit, ">=": value >= limit,
+               ">": value > limit, "==": value == limit}[op]
+        if isinstance(value, float) and math.isnan(value):
+            met = False
+        self.targets.append({"name": name, "value": _round(value), "op": op,
+                             "target": limit, "unit": unit, "met": bool(met)})
+        return bool(met)
+
+    def finish(self) -> int:
+        """Print the tables, the targets and, last, the JSON line; return the exit status."""
+        for title, headers, rows in self.tables:
+            print_table(title, headers, rows)
+        if self.targets:
+            print_table("targets", ["target", "value", "", "limit", "unit", "met"],
+                        [[t["name"], t["value"], t["op"], t["target"], t["unit"],
+                          "met" if t["met"] else "MISSED"] for t in self.targets])
+        for note in self.notes:
+            print(f"note: {note}")
+        load_end = [round(x, 2) for x in os.getloadavg()]
+        print(f"load average at start {self.machine_start['loadavg']}, at end {load_end} "
+              f"on {self.machine_start['cpus']} CPUs; wall time "
+              f"{time.monotonic() - self.started:.1f} s")
+        record = {"benchmark": self.benchmark, "params": self.params,
+                  "figures": self.figures, "targets": self.targets,
+                  "all_met": all(t["met"] for t in self.targets),
+                  "notes": self.notes,
+                  "machine": {**self.machine_start, "loadavg_start": self.machine_start["loadavg"],
+                              "loadavg_end": load_end,
+                              "wall_s": round(time.monotonic() - self.started, 2)}}
+        record["machine"].pop("loadavg")
+        sys.stdout.flush()
+        print(json.dumps(record, sort_keys=False, default=str), flush=True)
+        return 0
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4) if abs(value) < 100 else round(value, 1)
+    return value
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def print_table(title: str, headers: list[str], rows: list[list[Any]]) -> None:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    print(f"\n{title}")
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(c.rjust(w) if i else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(row, widths))))
+
+
+def log(message: str) -> None:
+    """Progress to stderr, so stdout stays the table and the JSON line."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- services ----------------------------------------------------------------------------
+@dataclass
+class Topics:
+    spans: str
+    metrics: str
+    payloads: str
+    dead_letters: str
+
+    @classmethod
+    def unique(cls) -> Topics:
+        suffix = uuid.uuid4().hex[:8]
+        return cls(f"bench-spans-{suffix}", f"bench-metrics-{suffix}",
+                   f"bench-payloads-{suffix}", f"bench-dlq-{suffix}")
+
+    def all(self) -> list[str]:
+        return [self.spans, self.metrics, self.payloads, self.dead_letters]
+
+
+@contextmanager
+def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, Topics, Path]]:
+    """A Tansu broker on a free port with fresh topics, and a temporary directory.
+
+    Yields ``(broker, topics, tmpdir)``; everything is stopped and removed afterwards.
+    """
+    from guardtrace.broker import EmbeddedBroker, free_port
+    from guardtrace.consumers.topics import ensure_topics
+
+    tmp = Path(tempfile.mkdtemp(prefix="guardtrace-bench-"))
+    broker = EmbeddedBroker(free_port(), log_path=tmp / "tansu.log").start()
+    try:
+        topics = Topics.unique()
+        ensure_topics(broker.bootstrap, topics.all(), partitions=partitions)
+        yield broker, topics, tmp
+    finally:
+        broker.stop()
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def collector_settings(bootstrap: str, topics: Topics, **extra: Any) -> dict[str, Any]:
+    """Keyword arguments for ``guardtrace.collectors.configure`` on the benchmark topics."""
+    return {"kafka_bootstrap": bootstrap, "exporter": "kafka",
+            "service_name": "guardtrace-bench", "spans_topic": topics.spans,
+            "metrics_topic": topics.metrics, "payloads_topic": topics.payloads,
+            "metric_export_interval_ms": 60_000, **extra}
+
+
+class SdkDropCounter(logging.Handler):
+    """Counts the OTel SDK's "Queue full, dropping" warnings (its span queue is bounded)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "dropping" in record.getMessage().lower():
+            self.dropped += 1
+
+    @contextmanager
+    def installed(self) -> Iterator[SdkDropCounter]:
+        target = logging.getLogger("opentelemetry")
+        target.addHandler(self)
+        try:
+            yield self
+        finally:
+            target.removeHandler(self)
+
+
+# -- the consumer in its own process -----------------------------------------------------
+class RssSampler:
+    """Samples a process's resident set size from /proc every ``interval_s``."""
+
+    def __init__(self, pid: int, interval_s: float = 0.05) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.peak_rss_kb = 0
+        self.peak_hwm_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        path = Path(f"/proc/{self.pid}/status")
+        while not self._stop.is_set():
+            try:
+                text = path.read_text()
+            except OSError:
+                return
+            for line in text.splitlines():
+                if line.startswith("VmRSS:"):
+                    self.peak_rss_kb = max(self.peak_rss_kb, int(line.split()[1]))
+                elif line.startswith("VmHWM:"):
+                    self.peak_hwm_kb = max(self.peak_hwm_kb, int(line.split()[1]))
+            self._stop.wait(self.interval_s)
+
+
+def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, Any], float]:
+    """Run ``benchmarks/_consume.py`` with ``args``; return its JSON result and peak RSS (MB).
+
+    The peak is the larger of the kernel's high-water mark sampled from /proc and the
+    child's own ``ru_maxrss``.
+    """
+    command = [sys.executable, str(BENCH_DIR / "_consume.py"), *args]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    with RssSampler(process.pid) as sampler:
+        try:
+            out, _ = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+            raise RuntimeError(f"consumer process timed out after {timeout_s:.0f} s") from None
+    if process.returncode != 0:
+        raise RuntimeError(f"consumer process failed with status {process.returncode}")
+    lines = [line for line in out.splitlines() if line.strip()]
+    result = json.loads(lines[-1])
+    peak_kb = max(sampler.peak_hwm_kb, sampler.peak_rss_kb, int(result.get("ru_maxrss_kb", 0)))
+    return result, peak_kb / 1024
+
+
+def consumer_args(mode: str, store: Path, bootstrap: str, topics: Topics, *,
+                  batch_rows: int, batch_seconds: float = 1.0, idle_s: float = 3.0,
+                  extra: Sequence[str] = ()) -> list[str]:
+    return ["--mode", mode, "--store", str(store), "--bootstrap", bootstrap,
+            "--group", f"bench-{mode}-{uuid.uuid4().hex[:8]}",
+            "--spans-topic", topics.spans, "--metrics-topic", topics.metrics,
+            "--payloads-topic", topics.payloads, "--dead-letter-topic", topics.dead_letters,
+            "--batch-rows", str(batch_rows), "--batch-seconds", str(batch_seconds),
+            "--idle-s", str(idle_s), *extra]
