@@ -268,9 +268,10 @@ def render_sql(config: StoreConfig, cluster: str | None = None) -> str:
     """The SQL of :func:`plan` as one script (``guardtrace migrate --print-sql``)."""
     where = f"on cluster {cluster} (replicated, sharded)" if cluster else "(one server)"
     lines = [f"-- guardtrace schema for database {config.database} {where}.",
-             "-- Every migration is listed; `guardtrace migrate` runs only the versions not "
-             "yet in schema_migrations",
-             "-- and records each one there after its statements succeed.", ""]
+             ("-- Every migration is listed; `guardtrace migrate` runs only the versions "
+              "not yet in"),
+             ("-- schema_migrations, and records each one there after its statements "
+              "succeed."), ""]
     for step in plan(config, cluster):
         lines.append(f"-- {step.label}")
         for sql in step.statements:

@@ -112,7 +112,7 @@ class HealthServer:
                 return dict(self._observed.stats.as_dict())
             except RuntimeError:
                 continue
-            except Exception:  # noqa: BLE001 - a probe must answer even if stats cannot
+            except Exception:  # noqa: BLE001 - a probe must answer even without stats
                 logger.debug("health: stats unavailable", exc_info=True)
                 return None
         return None
@@ -120,7 +120,7 @@ class HealthServer:
 
 def _handler_for(owner: HealthServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:  # the name http.server dispatches GET to
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
                 code, body = owner.liveness()
@@ -136,7 +136,7 @@ def _handler_for(owner: HealthServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             # Probes arrive every few seconds; the default handler would print each one
             # to stderr, drowning the consumer's own log.
             logger.debug("health: " + format, *args)

@@ -79,6 +79,6 @@ def test_consume_serves_healthz_and_readyz_until_sigterm(broker: EmbeddedBroker,
 
 def test_consume_help_names_the_flag_and_the_variable() -> None:
     result = subprocess.run([sys.executable, "-m", "guardtrace.cli", "consume", "--help"],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=60, check=False)
     assert "--health-port PORT" in result.stdout
     assert "GUARDTRACE_HEALTH_PORT" in result.stdout

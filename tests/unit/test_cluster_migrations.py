@@ -8,6 +8,7 @@ checked in tests/integration/test_cluster_sql_parses.py.
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -244,9 +245,7 @@ class RecordingClient:
         self.commands.append(sql)
 
     def query(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        class Result:
-            result_rows = [(v,) for v in sorted(self.applied)]
-        return Result()
+        return SimpleNamespace(result_rows=[(v,) for v in sorted(self.applied)])
 
     def insert(self, table: str, rows: list[Any], column_names: list[str],
                settings: dict[str, Any] | None = None) -> None:
