@@ -23,6 +23,7 @@ from guardtrace.collectors.plan_retry import (
     PlanAttempt,
     PlanGenerationError,
     PlanHallucinationError,
+    PlanRegenerationError,
     PlanRetryConfig,
     generate_validated_plan,
 )
@@ -125,9 +126,16 @@ class SimulatedAgent:
                 agent.module, plan_retry.OPERATION)
 
         def generate(attempt: PlanAttempt) -> GeneratedPlan:
-            with self._span(SPAN_LLM, request_id, agent):
-                # The planner is shown the feedback first, then the usual prompt.
-                return GeneratedPlan(step.plans[attempt.retry], attempt.compose(script.prompt))
+            with self._span(SPAN_LLM, request_id, agent) as llm:
+                if attempt.retry == step.fails_on_retry:
+                    # Status only, raised outside the span: an `exception` span event
+                    # would be one more event name than the hooks emit.
+                    llm.set_status(Status(StatusCode.ERROR, "planner call timed out"))
+                else:
+                    # The planner is shown the feedback first, then the usual prompt.
+                    return GeneratedPlan(step.plans[attempt.retry],
+                                         attempt.compose(script.prompt))
+            raise TimeoutError("planner call timed out after 30 s (simulated)")
 
         with self._span(SPAN_PLAN, request_id, agent) as span:
             try:
@@ -139,8 +147,11 @@ class SimulatedAgent:
                 # This agent gives up on the request; the error is its answer.
                 span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
                 root.set_status(Status(StatusCode.ERROR, "no valid plan"))
-                return (Scenario.PLAN_UNRECOVERABLE if isinstance(exc, PlanHallucinationError)
-                        else "plan_failed")
+                if isinstance(exc, PlanHallucinationError):
+                    return Scenario.PLAN_UNRECOVERABLE
+                if isinstance(exc, PlanRegenerationError):
+                    return Scenario.PLAN_REGENERATION_FAILED
+                return "plan_failed"
             for plan_step in plan.steps:
                 self._tool_call(request_id, agent, plan_step.tool)
         return Scenario.PLAN_RECOVERED if plan.retries_used else Scenario.PLAN_VALID

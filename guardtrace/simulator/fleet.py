@@ -10,9 +10,10 @@ Scenarios and their mix (per request):
 ==========================  ======  ====================================================
 scenario                    share   what the scripted LLM does
 ==========================  ======  ====================================================
-plan_valid                  18 %    plans with allowed tools only
+plan_valid                  16 %    plans with allowed tools only
 plan_recovered              14 %    invents 1-2 tools, then plans validly after 1-2 retries
 plan_unrecoverable           6 %    invents tools on every attempt until the budget ends
+plan_regeneration_failed     2 %    invents a tool, then the retry's LLM call times out
 reply_action                 8 %    claims write work; no write-class tool fired
 reply_read                   6 %    narrates reading; no read-class tool fired
 reply_repetition             6 %    repeats an earlier reply of the same conversation
@@ -81,6 +82,7 @@ class Scenario(enum.StrEnum):
     PLAN_VALID = "plan_valid"
     PLAN_RECOVERED = "plan_recovered"
     PLAN_UNRECOVERABLE = "plan_unrecoverable"
+    PLAN_REGENERATION_FAILED = "plan_regeneration_failed"
     REPLY_ACTION = "reply_action"
     REPLY_READ = "reply_read"
     REPLY_REPETITION = "reply_repetition"
@@ -92,9 +94,10 @@ class Scenario(enum.StrEnum):
 
 
 SCENARIO_WEIGHTS: dict[Scenario, float] = {
-    Scenario.PLAN_VALID: 0.18,
+    Scenario.PLAN_VALID: 0.16,
     Scenario.PLAN_RECOVERED: 0.14,
     Scenario.PLAN_UNRECOVERABLE: 0.06,
+    Scenario.PLAN_REGENERATION_FAILED: 0.02,
     Scenario.REPLY_ACTION: 0.08,
     Scenario.REPLY_READ: 0.06,
     Scenario.REPLY_REPETITION: 0.06,
@@ -137,11 +140,13 @@ class PlanScript:
         request: The user's request.
         plans: The plan the scripted LLM returns on attempt 0, 1, ... (JSON-ready).
         invented: The invented names, per attempt.
+        fails_on_retry: The attempt whose LLM call fails (None: none fails).
     """
 
     request: str
     plans: tuple[list[dict[str, Any]], ...]
     invented: tuple[tuple[str, ...], ...]
+    fails_on_retry: int | None = None
 
 
 @dataclass(frozen=True)
@@ -307,6 +312,8 @@ class Fleet:
         request = texts.neutral_question(rng)
         if scenario is Scenario.PLAN_VALID:
             failing = 0
+        elif scenario is Scenario.PLAN_REGENERATION_FAILED:
+            failing = 1
         elif scenario is Scenario.PLAN_RECOVERED:
             failing = rng.randint(1, agent.max_retries)
         else:
@@ -314,10 +321,13 @@ class Fleet:
         invented = tuple(tuple(self._invented_name() for _ in range(rng.choice((1, 1, 2))))
                          for _ in range(failing))
         plans = [self._steps(agent, names) for names in invented]
-        if scenario is not Scenario.PLAN_UNRECOVERABLE:
+        fails_on_retry = None
+        if scenario is Scenario.PLAN_REGENERATION_FAILED:
+            fails_on_retry = 1
+        elif scenario is not Scenario.PLAN_UNRECOVERABLE:
             plans.append(self._steps(agent, ()))
         response = json.dumps({"steps": plans[-1]})
-        return PlanScript(request, tuple(plans), invented), request, response
+        return PlanScript(request, tuple(plans), invented, fails_on_retry), request, response
 
     # -- family 2 ----------------------------------------------------------------------
     def _reply(self, agent: FleetAgent, scenario: Scenario, sequence: int,
