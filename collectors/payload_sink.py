@@ -19,9 +19,11 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from opentelemetry import trace
+from opentelemetry.trace import SpanContext
 
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.kafka_producer import LazyProducer
@@ -35,15 +37,14 @@ __all__ = ["KafkaPayloadSink", "split_utf8"]
 _HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_PAYLOAD)]
 
 
-@dataclass(frozen=True)
-class _Pending:
+class _Pending(NamedTuple):
+    # A NamedTuple, not a dataclass: building it is on the agent's hot path.
     request_id: str
     kind: str
     body: str
     attributes: dict[str, str]
     timestamp_ns: int
-    trace_id: str
-    span_id: str
+    context: SpanContext  # hex ids are formatted on the worker, off the hot path
     size: int
 
 
@@ -123,18 +124,19 @@ class KafkaPayloadSink:
                 full = True
             else:
                 full = False
-                context = trace.get_current_span().get_span_context()
                 self._queue.append(_Pending(
                     request_id, kind, body, attributes, time.time_ns(),
-                    f"{context.trace_id:032x}" if context.is_valid else "",
-                    f"{context.span_id:016x}" if context.is_valid else "",
-                    size))
+                    trace.get_current_span().get_span_context(), size))
                 self._queued_bytes += size
-                self._idle.clear()
+                if self._idle.is_set():  # the worker sets it under this lock, too
+                    self._idle.clear()
         if full:
             self._dropped("queue_full")
             return False
-        self._wake.set()
+        # The worker clears the flag before it drains the queue, so a flag still set
+        # means this item will be seen: skip the Condition round trip.
+        if not self._wake.is_set():
+            self._wake.set()
         return True
 
     def force_flush(self, timeout_s: float = 10.0) -> bool:
@@ -188,9 +190,12 @@ class KafkaPayloadSink:
         if truncated:
             data = _cut_on_boundary(data, self._config.payload_limit_bytes)
         payload_id = uuid.uuid4().hex
+        context = item.context
         messages = self._encode_chunks(data, truncated, PayloadRecord(
             payload_id=payload_id, request_id=item.request_id, kind=item.kind, body="",
-            timestamp_ns=item.timestamp_ns, trace_id=item.trace_id, span_id=item.span_id,
+            timestamp_ns=item.timestamp_ns,
+            trace_id=f"{context.trace_id:032x}" if context.is_valid else "",
+            span_id=f"{context.span_id:016x}" if context.is_valid else "",
             body_bytes=body_bytes, body_sha256=sha, truncated=truncated,
             redactions=redactions, attributes=attributes))
         key = item.request_id.encode("utf-8")

@@ -52,9 +52,15 @@ class _Rule:
     kind: str
     pattern: re.Pattern[str]
 
+    def __post_init__(self) -> None:
+        # Computed once: apply() runs for every string attribute of every guard event.
+        object.__setattr__(self, "_marker", REDACTION_MARKER_FORMAT.format(kind=self.kind))
+        object.__setattr__(self, "_groups", tuple(
+            g for g in self.pattern.groupindex if g.startswith("secret")))
+
     def apply(self, text: str) -> tuple[str, int]:
-        marker = REDACTION_MARKER_FORMAT.format(kind=self.kind)
-        groups = [g for g in self.pattern.groupindex if g.startswith("secret")]
+        marker: str = self._marker  # type: ignore[attr-defined]
+        groups: tuple[str, ...] = self._groups  # type: ignore[attr-defined]
         if not groups:
             return self.pattern.subn(marker, text)
 
@@ -66,6 +72,14 @@ class _Rule:
             return whole[: start - offset] + marker + whole[end - offset:]
 
         return self.pattern.subn(replace, text)
+
+
+# Short texts (attribute values: module, tier, agent, matched phrase, tool names) repeat
+# from call to call, so their result is remembered; each rule is a regex pass, and all
+# of them cost a guard event several times what the OTel SDK spends on it. Bounded:
+# cleared when full, and long texts (payload bodies) are never remembered.
+_MEMO_MAX_CHARS = 256
+_MEMO_ENTRIES = 4096
 
 
 @dataclass(frozen=True)
@@ -88,17 +102,30 @@ class Redactor:
             for kind, pattern in {**self.rules, **self.extra_rules}.items()
         )
         object.__setattr__(self, "_compiled", compiled)
+        object.__setattr__(self, "_memo", {})
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by its marker."""
-        return self.redact_counted(text)[0]
+        hit = self._memo.get(text)  # type: ignore[attr-defined]
+        return hit[0] if hit is not None else self.redact_counted(text)[0]  # type: ignore[no-any-return]
 
     def redact_counted(self, text: str) -> tuple[str, int]:
         """Return the redacted text and how many secrets were replaced."""
         if not self.enabled or not text:
             return text, 0
+        short = len(text) <= _MEMO_MAX_CHARS
+        if short:
+            hit = self._memo.get(text)  # type: ignore[attr-defined]
+            if hit is not None:
+                return hit  # type: ignore[no-any-return]
+        original = text
         total = 0
         for rule in self._compiled:  # type: ignore[attr-defined]
             text, count = rule.apply(text)
             total += count
+        if short:
+            memo = self._memo  # type: ignore[attr-defined]
+            if len(memo) >= _MEMO_ENTRIES:
+                memo.clear()
+            memo[original] = (text, total)
         return text, total

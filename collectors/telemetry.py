@@ -213,6 +213,10 @@ class GuardTelemetry:
         return record_payload(request_id, kind, body, **attributes)
 
 
+# json.dumps(body, default=str, ensure_ascii=False), without building an encoder per call.
+_BODY_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+
+
 def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> bool:
     """Record one debug-store payload for ``request_id``; never blocks, never raises.
 
@@ -227,8 +231,7 @@ def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> 
         not configured).
     """
     try:
-        text = body if isinstance(body, str) else json.dumps(body, default=str,
-                                                             ensure_ascii=False)
+        text = body if isinstance(body, str) else _BODY_ENCODER.encode(body)
         attrs = {str(k): v if isinstance(v, str) else json.dumps(v, default=str)
                  for k, v in attributes.items() if v is not None}
         return _state.current().payload_sink.record(request_id, kind, text, attrs)
