@@ -20,6 +20,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -181,6 +182,9 @@ def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, Top
     from guardtrace.broker import EmbeddedBroker, free_port
     from guardtrace.consumers.topics import ensure_topics
 
+    if threading.current_thread() is threading.main_thread():
+        # Tansu is a child process: a plain SIGTERM death would orphan it.
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     tmp = Path(tempfile.mkdtemp(prefix="guardtrace-bench-"))
     broker = EmbeddedBroker(free_port(), log_path=tmp / "tansu.log").start()
     try:
@@ -191,6 +195,10 @@ def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, Top
         broker.stop()
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _raise_interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def collector_settings(bootstrap: str, topics: Topics, **extra: Any) -> dict[str, Any]:

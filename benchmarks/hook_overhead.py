@@ -1,0 +1,221 @@
+"""What a guard costs the agent per call, and what emitting costs next to bare OTel.
+
+    .venv/bin/python benchmarks/hook_overhead.py            # 20,000 emit calls per case
+    .venv/bin/python benchmarks/hook_overhead.py --quick    # 3,000 (smoke)
+
+Every call is timed on its own (``perf_counter_ns``), with telemetry configured against
+a real Tansu broker:
+
+* guards: ``FabricationGuard.check`` of a 2 KB reply with 3 replies of history on the
+  channel (a clean reply, and one that claims an action no tool performed, which also
+  emits); ``validate_plan`` on a 50-step plan (valid, and with one invented tool); the
+  criticality gate on a mix of questions.
+* emit path: ``GuardTelemetry.event`` + ``count`` + ``payload`` (span event, counter,
+  payload enqueue), against the baseline of a bare OTel ``span.add_event`` +
+  ``counter.add`` with the same attributes on the same providers. The two are timed
+  alternately on the same spans, so load and background export threads hit both alike.
+  Target: median at most 1.5x the baseline.
+* Kafka unreachable: the same emit path with the collector pointed at a port nothing
+  listens on (queues fill, drops are counted). Target: p99 within 2x of the reachable
+  case; the hot path never waits for Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import Report, collector_settings, log, services, summarize_ns
+
+from guardtrace.broker import free_port
+from guardtrace.schemas import names
+
+TARGET_EMIT_RATIO = 1.5
+TARGET_UNREACHABLE_P99_RATIO = 2.0
+
+# Words of random letters: replies share few character 4-shingles, as real replies
+# do, so the repetition tier fires only on the replies meant to repeat.
+_WORD_RNG = random.Random(11)
+_WORDS = ["".join(_WORD_RNG.choice("abcdefghijklmnopqrstuvwxyz")
+                  for _ in range(_WORD_RNG.randint(2, 9))) for _ in range(5000)]
+
+
+def _reply(rng: random.Random, size: int = 2048, claim: str = "") -> str:
+    words: list[str] = [claim] if claim else []
+    length = len(claim)
+    while length < size:
+        word = rng.choice(_WORDS)
+        words.append(word + ("." if rng.random() < 0.08 else ""))
+        length += len(word) + 1
+    return " ".join(words)[:size]
+
+
+def _time_calls(call: Callable[[int], Any], count: int) -> list[int]:
+    samples = []
+    clock = time.perf_counter_ns
+    for i in range(count):
+        started = clock()
+        call(i)
+        samples.append(clock() - started)
+    return samples
+
+
+def bench_guards(calls: int) -> dict[str, Any]:
+    from guardtrace.collectors import FabricationGuard, validate_plan
+    from guardtrace.collectors.criticality import default_gate
+
+    rng = random.Random(7)
+    results: dict[str, Any] = {}
+
+    guard = FabricationGuard()
+    clean = [_reply(rng) for _ in range(64)]
+    claims = [_reply(rng, claim="I'm deploying the fix to production now.") for _ in range(64)]
+    for i in range(3):  # 3 replies of history on each channel
+        for c in range(8):
+            guard.check(clean[(i * 8 + c) % 64], [], channel=f"chan-{c}")
+    flagged = {"clean": 0, "claim": 0}
+
+    def check(kind: str, replies: list[str]) -> Callable[[int], Any]:
+        def call(i: int) -> None:
+            verdict = guard.check(replies[i % 64], [], channel=f"chan-{i % 8}",
+                                  request_id=f"req-{i}", agent="bench-agent")
+            flagged[kind] += verdict.flagged
+        return call
+
+    results["fabrication check, 2 KB clean reply"] = summarize_ns(
+        _time_calls(check("clean", clean), calls))
+    results["fabrication check, 2 KB reply claiming an action (emits)"] = summarize_ns(
+        _time_calls(check("claim", claims), calls))
+    results["_flagged"] = {k: v / calls for k, v in flagged.items()}
+
+    tools = [f"{verb}_{noun}" for verb in ("get", "search", "create", "update", "delete")
+             for noun in ("ticket", "user", "invoice", "deploy", "report", "calendar")]
+    plan = [{"id": f"s{i}", "tool": tools[i % len(tools)],
+             "depends_on": [f"s{j}" for j in range(max(0, i - 3), i)]} for i in range(50)]
+    invented = [dict(step) for step in plan]
+    invented[25]["tool"] = "deploy_service_v2"
+    results["validate_plan, 50 steps, valid"] = summarize_ns(
+        _time_calls(lambda i: validate_plan(plan, tools), calls))
+    results["validate_plan, 50 steps, one invented tool"] = summarize_ns(
+        _time_calls(lambda i: validate_plan(invented, tools), calls))
+
+    gate = default_gate()
+    questions = ["How many r's are in strawberry?", "Spell 'necessary' backwards.",
+                 "Which planet has the most moons?", "Summarise this thread for me.",
+                 "Does the word 'banana' contain the letter n?",
+                 "Write a haiku about deployment pipelines and the weekend."]
+    results["criticality gate"] = summarize_ns(
+        _time_calls(lambda i: gate.assess(questions[i % len(questions)]), calls * 5))
+    return results
+
+
+def bench_emit(bootstrap: str, topics: Any, calls: int, flush: bool) -> dict[str, Any]:
+    """Emit path and bare OTel baseline, timed alternately on the same spans."""
+    from guardtrace import collectors
+    from guardtrace.collectors.telemetry import GuardTelemetry, internal_totals
+
+    telemetry = collectors.configure(set_global=False, **collector_settings(bootstrap, topics))
+    tracer = telemetry.tracer_provider.get_tracer("bench-agent")
+    bare_counter = telemetry.meter_provider.get_meter("bench-bare").create_counter("bench.bare")
+    guard = GuardTelemetry(names.MODULE_REPLIES, "bench")
+    rng = random.Random(3)
+    payload_reply = _reply(rng, 1500)
+    attributes = {names.ATTR_TIER: names.TIER_ACTION, names.ATTR_MATCHED_PHRASE: "I'm deploying",
+                  names.ATTR_TOOLS_FIRED: ["read_file"], names.ATTR_CHANNEL: "chan-3"}
+    clock = time.perf_counter_ns
+    emit_ns: list[int] = []
+    bare_ns: list[int] = []
+    for i in range(calls):
+        request_id = f"req-{i}"
+        agent = f"agent-{i % 20}"
+        with tracer.start_as_current_span("agent.turn") as span:
+            bare_attrs = {names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: "replies",
+                          **attributes, names.ATTR_AGENT: agent}
+            labels = {names.ATTR_MODULE: "replies", names.ATTR_AGENT: agent,
+                      names.ATTR_TIER: names.TIER_ACTION}
+            for first in ((True, False) if i % 2 else (False, True)):
+                started = clock()
+                if first:
+                    span.add_event(names.EVENT_FABRICATION_DETECTED, bare_attrs)
+                    bare_counter.add(1, labels)
+                    bare_ns.append(clock() - started)
+                else:
+                    guard.event(names.EVENT_FABRICATION_DETECTED, request_id,
+                                {**attributes, names.ATTR_AGENT: agent})
+                    guard.count(names.METRIC_FABRICATIONS, agent=agent,
+                                labels={names.ATTR_TIER: names.TIER_ACTION})
+                    guard.payload(request_id, names.PAYLOAD_KIND_FABRICATION,
+                                  {"reply": payload_reply, "tiers": ["action"]}, agent=agent)
+                    emit_ns.append(clock() - started)
+        if flush and (i + 1) % 1000 == 0:
+            telemetry.force_flush(30)  # untimed; keeps the bounded span queue from dropping
+    if flush:
+        telemetry.force_flush(30)
+    collectors.shutdown(5 if flush else 0.5)
+    dropped = {**internal_totals(names.METRIC_EXPORT_DROPPED),
+               **internal_totals(names.METRIC_PAYLOADS_DROPPED)}
+    return {"emit": summarize_ns(emit_ns), "bare": summarize_ns(bare_ns), "dropped": dropped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000, help="emit calls per case")
+    parser.add_argument("--guard-calls", type=int, default=2_000, help="calls per guard case")
+    parser.add_argument("--quick", action="store_true", help="smoke size")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.calls, args.guard_calls = min(args.calls, 3_000), min(args.guard_calls, 300)
+    report = Report("hook_overhead", {"calls": args.calls, "guard_calls": args.guard_calls})
+    # The guards' structured log lines are built as in an agent, then discarded here.
+    guard_logs = logging.getLogger("guardtrace")
+    guard_logs.addHandler(logging.NullHandler())
+    guard_logs.propagate = False
+
+    with services() as (broker, topics, _tmp):
+        log("guards")
+        guards = bench_guards(args.guard_calls)
+        log("emit path vs bare OTel, Kafka reachable")
+        reachable = bench_emit(broker.bootstrap, topics, args.calls, flush=True)
+    log("emit path, Kafka unreachable")
+    nowhere = f"127.0.0.1:{free_port()}"
+    unreachable = bench_emit(nowhere, topics, args.calls, flush=False)
+
+    flagged = guards.pop("_flagged")
+    rows = [[name, s["median_us"], s["p99_us"], s["mean_us"], s["calls"]]
+            for name, s in guards.items()]
+    rows += [["bare OTel add_event + counter.add (baseline)", *_cells(reachable["bare"])],
+             ["emit path: event + count + payload enqueue", *_cells(reachable["emit"])],
+             ["bare baseline, Kafka unreachable", *_cells(unreachable["bare"])],
+             ["emit path, Kafka unreachable", *_cells(unreachable["emit"])]]
+    report.table("hook_overhead: per call, microseconds",
+                 ["call", "median us", "p99 us", "mean us", "calls"], rows)
+    ratio = reachable["emit"]["median_us"] / reachable["bare"]["median_us"]
+    p99_ratio = unreachable["emit"]["p99_us"] / reachable["emit"]["p99_us"]
+    report.figures.update({
+        "guards": guards, "flagged_fraction": flagged,
+        "emit": reachable["emit"], "bare": reachable["bare"],
+        "emit_vs_bare_median": round(ratio, 3),
+        "emit_unreachable": unreachable["emit"], "bare_unreachable": unreachable["bare"],
+        "unreachable_vs_reachable_p99": round(p99_ratio, 3),
+        "dropped_reachable": reachable["dropped"], "dropped_unreachable": unreachable["dropped"],
+    })
+    report.target("emit path median / bare OTel median", ratio, "<=", TARGET_EMIT_RATIO, "x")
+    report.target("emit p99, Kafka unreachable / reachable", p99_ratio, "<=",
+                  TARGET_UNREACHABLE_P99_RATIO, "x")
+    report.target("drops with Kafka reachable", sum(reachable["dropped"].values()), "==", 0)
+    if args.quick:
+        report.notes.append("--quick size: a smoke run, not the benchmark's figures")
+    return report.finish()
+
+
+def _cells(summary: dict[str, float]) -> list[Any]:
+    return [summary["median_us"], summary["p99_us"], summary["mean_us"], summary["calls"]]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
