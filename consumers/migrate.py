@@ -79,6 +79,20 @@ def applied_versions(client: Any, database: str) -> set[int]:
     return {int(r[0]) for r in rows}
 
 
+def missing_versions(client: Any, database: str) -> set[int]:
+    """Shipped migration versions not applied in ``database``, without writing anything.
+
+    Readers (the dashboard, the query commands) call this: on a server they connect as a
+    read-only user, and ClickHouse refuses even ``CREATE ... IF NOT EXISTS`` to them.
+    """
+    shipped = {m.version for m in load_migrations()}
+    exists = client.query(f"EXISTS TABLE {database}.schema_migrations").result_rows
+    if not exists or not int(exists[0][0]):
+        return shipped
+    rows = client.query(f"SELECT version FROM {database}.schema_migrations FINAL").result_rows
+    return shipped - {int(r[0]) for r in rows}
+
+
 def migrate(client: Any, config: StoreConfig) -> list[Migration]:
     """Apply every migration not yet applied; return those applied now."""
     done = applied_versions(client, config.database)

@@ -18,7 +18,7 @@ import clickhouse_connect
 
 from guardtrace import environment_variables as env
 
-__all__ = ["StoreConfig", "StoreError", "StoreLockedError", "open_client"]
+__all__ = ["StoreConfig", "StoreError", "StoreLockedError", "masked_url", "open_client"]
 
 _DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -64,6 +64,11 @@ class StoreConfig:
         return config
 
     @property
+    def display_url(self) -> str:
+        """The URL with any password replaced by ``***``, for logs and banners."""
+        return masked_url(self.url)
+
+    @property
     def embedded_path(self) -> Path | None:
         """The chDB directory for ``chdb://`` URLs, else None."""
         parsed = urlparse(self.url)
@@ -72,6 +77,15 @@ class StoreConfig:
         # chdb://relative/dir and chdb:///absolute/dir both work.
         raw = unquote(parsed.netloc + parsed.path)
         return Path(raw).expanduser().resolve()
+
+
+def masked_url(url: str) -> str:
+    """``url`` with the password (if any) replaced by ``***``."""
+    parsed = urlparse(url)
+    if not parsed.password:
+        return url
+    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
+    return parsed._replace(netloc=netloc).geturl()
 
 
 def open_client(config: StoreConfig) -> Any:

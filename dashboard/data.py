@@ -31,7 +31,7 @@ def _open(url: str, database: str) -> Store:
     from guardtrace.consumers.store import StoreConfig, open_client
 
     config = StoreConfig.resolve(url=url, database=database)
-    return Store(open_client(config), config.database, config.url)
+    return Store(open_client(config), config.database, config.display_url)
 
 
 def store_url() -> str:
@@ -41,7 +41,7 @@ def store_url() -> str:
 
 def store() -> Store:
     """The ClickHouse store, or a clear message and ``st.stop()``."""
-    from guardtrace.consumers.migrate import applied_versions, load_migrations
+    from guardtrace.consumers.migrate import missing_versions
     from guardtrace.consumers.store import StoreError
 
     try:
@@ -50,8 +50,7 @@ def store() -> Store:
         st.error(f"Cannot open ClickHouse: {exc}")
         st.stop()
     try:
-        missing = ({m.version for m in load_migrations()}
-                   - applied_versions(opened.client, opened.database))
+        missing = missing_versions(opened.client, opened.database)
     except Exception as exc:  # noqa: BLE001 - shown to the operator, with what to do
         st.error(f"Cannot read ClickHouse at {opened.url}: {exc}")
         st.stop()

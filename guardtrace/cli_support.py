@@ -28,9 +28,9 @@ def open_store(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def require_schema(client: Any, database: str) -> None:
-    from guardtrace.consumers.migrate import applied_versions, load_migrations
+    from guardtrace.consumers.migrate import missing_versions
 
-    missing = {m.version for m in load_migrations()} - applied_versions(client, database)
+    missing = missing_versions(client, database)
     if missing:
         raise CommandError(f"database {database!r} is not migrated (missing versions "
                            f"{sorted(missing)}); run `guardtrace migrate` first")

@@ -70,8 +70,11 @@ def serve_dashboard(port: int, address: str) -> None:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
     _check_port_free(port, "dashboard", "--port")
+    from guardtrace.consumers.store import masked_url
+    from guardtrace.dashboard.data import store_url
+
     print(f"guardtrace dashboard on http://{args.address}:{port} reading "
-          f"{env.read_str(env.DASHBOARD_CLICKHOUSE_URL) or env.read_str(env.CLICKHOUSE_URL)} "
+          f"{masked_url(store_url())} "
           f"(database {env.read_str(env.CLICKHOUSE_DATABASE)}). Ctrl-C stops it.", flush=True)
     serve_dashboard(port, args.address)
     return 0
@@ -220,7 +223,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         banner = (f"guardtrace is up\n"
                   f"  dashboard   http://127.0.0.1:{port}\n"
                   f"  kafka       {kafka_text}\n"
-                  f"  clickhouse  {store_config.url} (database {store_config.database}"
+                  f"  clickhouse  {store_config.display_url} (database {store_config.database}"
                   f"{', migrated now' if applied else ''})\n"
                   + (f"  demo        simulating {args.demo_rate:g} requests/s "
                      f"(log: {stack.simulator_log})\n" if args.demo else "")
@@ -236,7 +239,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack.stop()
     if stack.failure:
         raise CommandError(stack.failure[0])
-    print(f"stopped. The data stays in {store_config.url}: try "
+    print(f"stopped. The data stays in {store_config.display_url}: try "
           f"`guardtrace requests --since 1h` or `guardtrace payload REQUEST_ID`.")
     return 0
 

@@ -122,7 +122,9 @@ def show_request(data, request_id: str) -> None:  # noqa: ANN001 - Store
 def show_recent(data) -> None:  # noqa: ANN001 - Store
     st.subheader("Recent requests with problems")
     left, right = st.columns(2)
-    outcome = left.selectbox("Outcome", [*queries.OUTCOMES, "all"], key="outcome")
+    options = [*queries.OUTCOMES, "all"]
+    outcome = left.selectbox("Outcome", options, index=options.index("problems"),
+                             key="outcome")
     window = right.selectbox("Seen in", list(LIST_WINDOWS), key="window")
     rows = queries.recent_requests(data.client, data.database,
                                    since=datetime.now(UTC) - LIST_WINDOWS[window],

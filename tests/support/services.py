@@ -147,6 +147,11 @@ class Pipeline:
 
 @pytest.fixture
 def pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
+    return new_pipeline(broker, ch_client)
+
+
+def new_pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
+    """A fresh slice of the real pipeline (for fixtures of a wider scope than a test)."""
     suffix = uuid.uuid4().hex[:10]
     store = StoreConfig.resolve(url="chdb://unused", database=f"gt_{suffix}")
     migrate(ch_client, store)
