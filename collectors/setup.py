@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from guardtrace.collectors import _state
 from guardtrace.collectors.cardinality import AgentLabelLimiter
@@ -27,6 +27,7 @@ from guardtrace.collectors.kafka_exporters import KafkaMetricExporter, KafkaSpan
 from guardtrace.collectors.kafka_producer import LazyProducer
 from guardtrace.collectors.payload_sink import KafkaPayloadSink
 from guardtrace.collectors.redaction import Redactor
+from guardtrace.collectors.sdk_limits import CountingBatchSpanProcessor, cardinality_views
 
 __all__ = ["Telemetry", "configure", "force_flush", "shutdown"]
 
@@ -112,10 +113,12 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
         tracer_provider = meter_provider = None
         if span_exporter is not None and metric_exporter is not None:
             tracer_provider = TracerProvider(resource=resource)
-            tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-            meter_provider = MeterProvider(resource=resource, metric_readers=[
-                PeriodicExportingMetricReader(
-                    metric_exporter, export_interval_millis=config.metric_export_interval_ms)])
+            tracer_provider.add_span_processor(CountingBatchSpanProcessor(span_exporter))
+            meter_provider = MeterProvider(
+                resource=resource, views=cardinality_views(config.agent_label_cap),
+                metric_readers=[PeriodicExportingMetricReader(
+                    metric_exporter,
+                    export_interval_millis=config.metric_export_interval_ms)])
             if set_global:
                 trace.set_tracer_provider(tracer_provider)
                 metrics.set_meter_provider(meter_provider)

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from guardtrace.collectors import _state
 from guardtrace.collectors.cardinality import AgentLabelLimiter
 from guardtrace.collectors.redaction import Redactor
+from guardtrace.collectors.sdk_limits import cardinality_views
 
 __all__ = ["Capture", "CapturedEvent", "CapturedPayload", "InMemoryPayloadSink", "capture"]
 
@@ -136,7 +137,9 @@ def capture(*, agent_label_cap: int = 1000, redactor: Redactor | None = None,
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
     metric_reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[metric_reader])
+    # The same series limit as configure(), so tests see what production keeps.
+    meter_provider = MeterProvider(metric_readers=[metric_reader],
+                                   views=cardinality_views(agent_label_cap))
     redactor = redactor or Redactor()
     sink = InMemoryPayloadSink(redactor, payload_capacity)
     previous = _state.install(_state.TelemetryState(
