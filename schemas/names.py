@@ -130,6 +130,8 @@ PAYLOAD_KIND_HALLUCINATION: Final = "hallucination_detection"
 PAYLOAD_KIND_FABRICATION: Final = "fabrication_detection"
 PAYLOAD_KIND_VERIFICATION: Final = "verification"
 PAYLOAD_KIND_EMIT_TEST: Final = "emit_test"
+# An agent's own record of one LLM call (prompt and response), via record_payload().
+PAYLOAD_KIND_LLM_EXCHANGE: Final = "llm_exchange"
 
 # Marker appended to text cut by a size limit (payload previews, oversized bodies).
 TRUNCATION_MARKER: Final = "…[truncated by guardtrace]"

@@ -48,7 +48,7 @@ __all__ = ["EXCHANGE_PAYLOAD_KIND", "SimulatedAgent"]
 
 # The kind of the payload an agent records for its own LLM exchange (prompt and
 # response). schemas/names.py defines only the hooks' kinds; this one is the agent's.
-EXCHANGE_PAYLOAD_KIND = "llm_exchange"
+EXCHANGE_PAYLOAD_KIND = names.PAYLOAD_KIND_LLM_EXCHANGE
 
 # Span names of the simulated agent (OTel GenAI style for model and tool calls).
 SPAN_REQUEST = "agent.request"
