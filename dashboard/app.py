@@ -10,14 +10,16 @@ from pathlib import Path
 
 import streamlit as st
 
-PAGES = Path(__file__).parent / "pages"
+# Not named pages/: Streamlit would also serve a pages/ folder on its own, bypassing
+# this navigation (and its page config).
+VIEWS = Path(__file__).parent / "views"
 
-st.set_page_config(page_title="guardtrace", page_icon="🛡️", layout="wide")
+st.set_page_config(page_title="guardtrace", page_icon=":material/shield:", layout="wide")
 navigation = st.navigation([
-    st.Page(PAGES / "overview.py", title="Overview", icon="📈", default=True),
-    st.Page(PAGES / "requests.py", title="Requests", icon="🔎", url_path="requests"),
-    st.Page(PAGES / "labels.py", title="Labels", icon="🏷️", url_path="labels"),
-    st.Page(PAGES / "health.py", title="Pipeline health", icon="🩺", url_path="health"),
+    st.Page(VIEWS / "overview.py", title="Overview", icon=":material/monitoring:", default=True),
+    st.Page(VIEWS / "requests.py", title="Requests", icon=":material/search:", url_path="requests"),
+    st.Page(VIEWS / "labels.py", title="Labels", icon=":material/label:", url_path="labels"),
+    st.Page(VIEWS / "health.py", title="Pipeline health", icon=":material/health_and_safety:", url_path="health"),
 ])
 st.sidebar.caption("guardtrace: hallucinations detected, recovered and verified, "
                    "by request.")

@@ -80,7 +80,9 @@ class TimeRange:
 
     def previous(self) -> TimeRange:
         """The period of the same length just before this one (for deltas)."""
-        return TimeRange(self.start - self.length, self.start, f"previous {self.label}")
+        label = (self.label.replace("last ", "previous ", 1) if self.label.startswith("last ")
+                 else "previous period")
+        return TimeRange(self.start - self.length, self.start, label)
 
 
 def time_range(now: datetime | None = None) -> TimeRange:
@@ -88,7 +90,7 @@ def time_range(now: datetime | None = None) -> TimeRange:
     now = now or datetime.now(UTC)
     choice = st.sidebar.selectbox("Time range", [*RANGES, CUSTOM], index=1, key="time_range")
     if choice != CUSTOM:
-        return TimeRange(now - RANGES[choice], now, choice.removeprefix("Last ").lower())
+        return TimeRange(now - RANGES[choice], now, choice.lower())
     default_start = (now - timedelta(hours=1))
     start_day = st.sidebar.date_input("From (UTC)", value=default_start.date(), key="from_day")
     start_time = st.sidebar.time_input("From time", value=default_start.time().replace(
@@ -133,7 +135,7 @@ def minute_frame(rows: list[tuple[datetime, str, int]], start: datetime, end: da
 
 
 def empty_state(message: str) -> None:
-    st.info(message, icon="ℹ️")
+    st.info(message, icon=":material/info:")
 
 
 AUTO_REFRESH_S = 10

@@ -79,7 +79,7 @@ prev_headline = queries.headline_rates(data.client, data.database, before.start,
 totals = queries.event_totals(data.client, data.database, period.start, period.end, module)
 guard_total = sum(totals.get(name, 0) for name in names.GUARD_EVENTS)
 
-st.caption(f"{period.label} · {chosen} · compared with the {before.label}")
+st.caption(f"{period.label.capitalize()} · {chosen} · changes against the {before.label}")
 if guard_total == 0:
     empty_state("No guard events in this range yet. Instrument an agent with "
                 "`guardtrace.collectors`, or generate traffic: `guardtrace simulate` "

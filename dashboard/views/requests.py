@@ -25,24 +25,38 @@ _REDACTION_PREFIX = names.REDACTION_MARKER_FORMAT.split("{")[0]
 
 
 def _timeline_chart(trace: queries.Trace) -> alt.LayerChart:
-    spans = pd.DataFrame([{"name": s.name, "start": s.start_time, "end": s.end_time,
+    """Spans as bars and events as diamonds on one axis: milliseconds since the start.
+
+    An offset axis, not wall-clock time: guard work often takes well under a millisecond,
+    which a time axis cannot resolve.
+    """
+    origin = min([s.start_time for s in trace.spans] + [e.timestamp for e in trace.events])
+
+    def ms(moment: datetime) -> float:
+        return round((moment - origin).total_seconds() * 1000, 3)
+
+    spans = pd.DataFrame([{"name": s.name, "start_ms": ms(s.start_time),
+                           "end_ms": max(ms(s.end_time), ms(s.start_time) + 0.001),
                            "duration_ms": round(s.duration_ms, 3), "status": s.status_code}
                           for s in trace.spans])
-    events = pd.DataFrame([{"name": e.name, "time": e.timestamp, "lane": _lane(trace, e),
+    events = pd.DataFrame([{"name": e.name, "at_ms": ms(e.timestamp), "lane": _lane(trace, e),
                             "module": e.module, "agent": e.agent, "tier": e.tier}
                            for e in trace.events])
+    axis = alt.X("start_ms:Q", title="ms since the request started")
     layers = []
     if not spans.empty:
         layers.append(alt.Chart(spans).mark_bar(height=14, opacity=0.6).encode(
-            x=alt.X("start:T", title="time (UTC)"), x2="end:T",
-            y=alt.Y("name:N", title=None, sort=None),
-            tooltip=["name", "duration_ms", "status"]))
+            x=axis, x2="end_ms:Q",
+            y=alt.Y("name:N", title=None, sort=None, axis=alt.Axis(labelLimit=240)),
+            tooltip=["name", "start_ms", "duration_ms", "status"]))
     if not events.empty:
-        layers.append(alt.Chart(events).mark_point(size=120, filled=True, shape="diamond")
-                      .encode(x="time:T", y=alt.Y("lane:N", sort=None),
+        layers.append(alt.Chart(events).mark_point(size=140, filled=True, shape="diamond")
+                      .encode(x=alt.X("at_ms:Q", title="ms since the request started"),
+                              y=alt.Y("lane:N", sort=None),
                               color=alt.Color("name:N", title="event"),
-                              tooltip=["name", "time:T", "module", "agent", "tier"]))
-    return alt.layer(*layers).properties(height=60 + 32 * max(1, len(trace.spans)))
+                              tooltip=["name", "at_ms", "module", "agent", "tier"]))
+    lanes = len({*spans.get("name", []), *events.get("lane", [])})
+    return alt.layer(*layers).properties(height=50 + 36 * max(1, lanes))
 
 
 def _lane(trace: queries.Trace, event: queries.TraceEvent) -> str:
@@ -59,7 +73,7 @@ def _show_payload(payload: queries.Payload, index: int) -> None:
              + (" · truncated" if payload.truncated else ""))
     with st.expander(title, expanded=index == 0):
         if payload.redactions:
-            st.caption(f"🔒 {payload.redactions} secret(s) were redacted in the agent process "
+            st.caption(f":material/lock: {payload.redactions} secret(s) were redacted in the agent process "
                        f"before export; they appear as `{_REDACTION_PREFIX}…]`.")
         if payload.truncated:
             st.warning(f"Truncated at the collector's payload limit: the original body was "

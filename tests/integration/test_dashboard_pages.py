@@ -165,7 +165,7 @@ def test_overview_module_filter_narrows_every_number(app: AppTest, seeded: Seede
 
 # -- requests ------------------------------------------------------------------------------
 def test_requests_page_lists_problem_requests(app: AppTest, seeded: Seeded) -> None:
-    at = no_exception(app.switch_page("pages/requests.py").run())
+    at = no_exception(app.switch_page("views/requests.py").run())
     listed = set(frame(at, "recent")["request id"])
     problems = {str(r) for (r,) in seeded.rows(
         "SELECT DISTINCT request_id FROM {db}.span_events FINAL "
@@ -186,7 +186,7 @@ def test_request_page_shows_trace_events_and_payloads(app: AppTest, seeded: Seed
         "AND chunk_index = 0 AND position(body, '[REDACTED:') BETWEEN 1 AND 20000 "
         "ORDER BY request_id LIMIT 1")
     app.query_params["request_id"] = request_id
-    at = no_exception(app.switch_page("pages/requests.py").run())
+    at = no_exception(app.switch_page("views/requests.py").run())
     spans = seeded.scalar("SELECT count() FROM {db}.spans FINAL WHERE trace_id IN "
                           "(SELECT arrayJoin(trace_ids) FROM {db}.requests "
                           "WHERE request_id = {r:String})", r=request_id)
@@ -206,7 +206,7 @@ def test_request_page_shows_trace_events_and_payloads(app: AppTest, seeded: Seed
 
 
 def test_request_search_rejects_bad_ids_and_reports_unknown_ones(app: AppTest) -> None:
-    at = no_exception(app.switch_page("pages/requests.py").run())
+    at = no_exception(app.switch_page("views/requests.py").run())
     at.text_input(key="request_id_input").set_value("x' OR 1=1 --")
     at.button[0].click().run()
     assert any("not a request id" in e.value for e in no_exception(at).error)
@@ -218,7 +218,7 @@ def test_request_search_rejects_bad_ids_and_reports_unknown_ones(app: AppTest) -
 
 # -- labels --------------------------------------------------------------------------------
 def test_labels_page_shows_distinct_agents_against_the_cap(app: AppTest, seeded: Seeded) -> None:
-    at = no_exception(app.switch_page("pages/labels.py").run())
+    at = no_exception(app.switch_page("views/labels.py").run())
     table = frame(at, "labels")
     stored = {(str(m), str(mod)): (int(d), bool(o)) for m, mod, d, o in seeded.rows(
         "SELECT metric_name, module, uniqExactIf(agent, agent != {o:String}), "
@@ -238,7 +238,7 @@ def test_labels_page_shows_distinct_agents_against_the_cap(app: AppTest, seeded:
 
 # -- pipeline health -------------------------------------------------------------------------
 def test_health_page_counts_dead_letters_lag_rows_and_drops(app: AppTest, seeded: Seeded) -> None:
-    at = no_exception(app.switch_page("pages/health.py").run())
+    at = no_exception(app.switch_page("views/health.py").run())
     shown = metrics(at)
     assert shown["Dead letters (all time)"] == str(len(POISON))
     letters = frame(at, "dead_letters")
@@ -262,11 +262,11 @@ def test_every_page_says_what_to_do_on_an_empty_store(
     monkeypatch.setenv(env.CLICKHOUSE_DATABASE.name, empty)
     at = no_exception(app.run())
     assert any("guardtrace simulate" in i.value for i in at.info)
-    at = no_exception(at.switch_page("pages/requests.py").run())
+    at = no_exception(at.switch_page("views/requests.py").run())
     assert any("guardtrace simulate" in i.value for i in at.info)
-    at = no_exception(at.switch_page("pages/labels.py").run())
+    at = no_exception(at.switch_page("views/labels.py").run())
     assert any("guardtrace simulate" in i.value for i in at.info)
-    at = no_exception(at.switch_page("pages/health.py").run())
+    at = no_exception(at.switch_page("views/health.py").run())
     assert any("No dead letters" in s.value for s in at.success)
 
 
