@@ -1,11 +1,13 @@
 # The two commands a new machine needs (see README.md):
-#   make demo   install, then run the pipeline on the embedded defaults
-#   make test   install, then run the test suite (what CI runs)
+#   make demo   install, then `guardtrace up --demo`: broker, store, consumer, dashboard
+#               and simulated traffic on the embedded defaults (Ctrl-C stops it)
+#   make test   install (Debian's chromium too, for the one browser test), then run the
+#               test suite (what CI runs)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: install demo test clean
+.PHONY: install browser demo smoke test clean
 
 install: $(VENV)/.installed
 
@@ -16,9 +18,20 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: install
-	PATH="$(abspath $(BIN)):$$PATH" bash scripts/demo.sh
+	$(BIN)/guardtrace up --demo
 
-test: install
+# The batch pipeline check: emit 10,000 spans, consume them, print the counts.
+smoke: install
+	PATH="$(abspath $(BIN)):$$PATH" bash scripts/smoke.sh
+
+# The browser test drives Debian's Chromium (Playwright uses it; it downloads no browser).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: install browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:

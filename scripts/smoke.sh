@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pipeline on embedded defaults, end to end: broker -> migrate -> emit -> consume ->
+# A batch smoke test of the pipeline on embedded defaults: broker -> migrate -> emit -> consume ->
 # stats. Every component is the real one (Tansu speaks Kafka, chDB is ClickHouse).
 set -euo pipefail
 PORT="${GUARDTRACE_DEMO_PORT:-9092}"
