@@ -153,3 +153,45 @@ def test_up_reports_a_port_in_use_with_what_to_do(workdir: Path,
     assert time.monotonic() - started < 30
     # Nothing was started or created before the check failed.
     assert not (workdir / "store").exists()
+
+
+def test_dashboard_alone_serves_a_migrated_store_and_stops_on_sigterm(
+        workdir: Path, environ: dict[str, str]) -> None:
+    migrated = guardtrace(["migrate"], workdir, environ)
+    assert migrated.returncode == 0, migrated.stderr
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "guardtrace.cli", "dashboard", "--port", str(port)],
+        cwd=workdir, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: port_in_use(port) or process.poll() is not None, 60,
+                 message="the dashboard to listen")
+        assert process.poll() is None
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health",
+                                    timeout=10) as response:
+            assert response.read() == b"ok"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        assert not port_in_use(port)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.stdout is not None
+    banner = process.stdout.read()
+    assert f"guardtrace dashboard on http://127.0.0.1:{port}" in banner
+    assert "store" in banner  # names the store it reads
+
+
+def test_dashboard_reports_a_port_in_use_without_leaking_the_store_password(
+        workdir: Path, environ: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = guardtrace(["dashboard", "--port", str(port)], workdir,
+                            {**environ, env.DASHBOARD_CLICKHOUSE_URL.name:
+                             "http://dash:s3cret@127.0.0.1:1"})
+    assert result.returncode == 1
+    assert f"port {port} (dashboard) is already in use" in result.stderr
+    assert "s3cret" not in result.stdout + result.stderr

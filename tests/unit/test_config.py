@@ -294,3 +294,13 @@ def test_consumer_topics_follow_the_environment(monkeypatch: pytest.MonkeyPatch)
     config = ConsumerConfig.resolve()
     assert config.topics[2] == "my_payloads"
     assert config.dead_letter_topic == "my_dlq"
+
+
+def test_store_urls_print_with_the_password_masked() -> None:
+    from guardtrace.consumers.store import StoreConfig, masked_url
+
+    assert masked_url("http://dash:s3cret@clickhouse:8123") == "http://dash:***@clickhouse:8123"
+    assert masked_url("https://user@host:8443") == "https://user@host:8443"
+    assert masked_url("chdb://.guardtrace/store") == "chdb://.guardtrace/store"
+    config = StoreConfig.resolve(url="http://w:p%40ss@ch:8123", database="g")
+    assert "p%40ss" not in config.display_url and config.url.endswith("@ch:8123")
