@@ -323,3 +323,25 @@ def test_every_dashboard_query_runs_as_a_read_only_user(seeded: Seeded) -> None:
     assert set(queries.collector_drops(client, db)) == set(queries.DROP_METRICS)
     assert queries.table_counts(client, db)["span_events"] > 0
     assert queries.event_counts(client, db)
+
+
+def test_custom_time_range_bounds_the_overview(app: AppTest, seeded: Seeded) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    at = no_exception(app.run())
+    at.selectbox(key="time_range").set_value("Custom").run()
+    now = datetime.now(UTC)
+    # A custom range ending before the seed was written shows nothing of it.
+    at.date_input(key="from_day").set_value((now - timedelta(days=3)).date())
+    at.date_input(key="to_day").set_value((now - timedelta(days=2)).date()).run()
+    assert any("guardtrace simulate" in i.value for i in no_exception(at).info)
+    # An end before the start is an error that names the problem.
+    at.date_input(key="to_day").set_value((now - timedelta(days=4)).date()).run()
+    assert any("must be after its start" in e.value for e in no_exception(at).error)
+    # A range around now shows the seed again, and the totals match the store.
+    at.date_input(key="from_day").set_value((now - timedelta(days=1)).date())
+    at.date_input(key="to_day").set_value((now + timedelta(days=1)).date()).run()
+    stored = dict(seeded.rows("SELECT name, count() FROM {db}.span_events FINAL GROUP BY name"))
+    totals = frame(no_exception(at), "totals")
+    assert dict(zip(totals["event"], totals["count"], strict=True)) == {
+        name: stored.get(name, 0) for name in names.GUARD_EVENTS}
