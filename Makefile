@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: install browser demo smoke test clean
+.PHONY: install browser demo smoke test bench clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,18 @@ browser:
 
 test: install browser
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The benchmarks (benchmarks/, not part of `make test`): each prints a table and, last, one
+# JSON line with its figures and targets; copies go to .guardtrace/bench/. Smoke sizes:
+# make bench BENCH_ARGS=--quick
+BENCH_ARGS ?=
+bench: install
+	@mkdir -p .guardtrace/bench
+	@for b in hook_overhead pipeline_throughput payload_throughput lookup_latency; do \
+	  echo "== $$b $(BENCH_ARGS)"; \
+	  $(BIN)/python benchmarks/$$b.py $(BENCH_ARGS) > .guardtrace/bench/$$b.txt; \
+	  status=$$?; cat .guardtrace/bench/$$b.txt; [ $$status = 0 ] || exit $$status; \
+	done
 
 clean:
 	rm -rf $(VENV) .guardtrace build *.egg-info

@@ -239,6 +239,7 @@ class RssSampler:
         self.interval_s = interval_s
         self.peak_rss_kb = 0
         self.peak_hwm_kb = 0
+        self.peak_anon_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -248,7 +249,8 @@ class RssSampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _run(self) -> None:
         path = Path(f"/proc/{self.pid}/status")
@@ -262,30 +264,67 @@ class RssSampler:
                     self.peak_rss_kb = max(self.peak_rss_kb, int(line.split()[1]))
                 elif line.startswith("VmHWM:"):
                     self.peak_hwm_kb = max(self.peak_hwm_kb, int(line.split()[1]))
+                elif line.startswith("RssAnon:"):
+                    self.peak_anon_kb = max(self.peak_anon_kb, int(line.split()[1]))
             self._stop.wait(self.interval_s)
 
 
-def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, Any], float]:
-    """Run ``benchmarks/_consume.py`` with ``args``; return its JSON result and peak RSS (MB).
+class ConsumerProcess:
+    """``benchmarks/_consume.py`` in its own process, its RSS sampled from /proc.
 
-    The peak is the larger of the kernel's high-water mark sampled from /proc and the
-    child's own ``ru_maxrss``.
+    The peak reported is the larger of the kernel's high-water mark (VmHWM) sampled from
+    /proc and the child's own ``ru_maxrss``; the anonymous (private) part is sampled too,
+    since an embedded ClickHouse maps some 200 MB of engine code into every process.
     """
-    command = [sys.executable, str(BENCH_DIR / "_consume.py"), *args]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
-    with RssSampler(process.pid) as sampler:
+
+    def __init__(self, args: list[str]) -> None:
+        command = [sys.executable, str(BENCH_DIR / "_consume.py"), *args]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=REPO)
+        self.sampler = RssSampler(self.process.pid).__enter__()
+        self.assigned = threading.Event()
+        self.stderr_lines: list[str] = []
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            if line.strip() == "assigned":
+                self.assigned.set()
+            elif line.strip() != "ready":
+                self.stderr_lines.append(line)
+                sys.stderr.write(line)
+
+    def wait_assigned(self, timeout_s: float = 60.0) -> None:
+        if not self.assigned.wait(timeout_s):
+            raise RuntimeError("the consumer got no partitions within "
+                               f"{timeout_s:.0f} s:\n{''.join(self.stderr_lines[-20:])}")
+
+    def finish(self, timeout_s: float) -> tuple[dict[str, Any], float, float]:
+        """Wait for the result: ``(result, peak RSS MB, peak anonymous RSS MB)``."""
         try:
-            out, _ = process.communicate(timeout=timeout_s)
+            out, _ = self.process.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            process.kill()
-            out, _ = process.communicate()
+            self.process.kill()
+            self.process.communicate()
             raise RuntimeError(f"consumer process timed out after {timeout_s:.0f} s") from None
-    if process.returncode != 0:
-        raise RuntimeError(f"consumer process failed with status {process.returncode}")
-    lines = [line for line in out.splitlines() if line.strip()]
-    result = json.loads(lines[-1])
-    peak_kb = max(sampler.peak_hwm_kb, sampler.peak_rss_kb, int(result.get("ru_maxrss_kb", 0)))
-    return result, peak_kb / 1024
+        finally:
+            self.sampler.__exit__()
+            self._reader.join(5)
+        if self.process.returncode != 0:
+            raise RuntimeError(f"consumer process failed with status {self.process.returncode}:"
+                               f"\n{''.join(self.stderr_lines[-20:])}")
+        lines = [line for line in out.splitlines() if line.strip()]
+        result = json.loads(lines[-1])
+        peak_kb = max(self.sampler.peak_hwm_kb, self.sampler.peak_rss_kb,
+                      int(result.get("ru_maxrss_kb", 0)))
+        return result, peak_kb / 1024, self.sampler.peak_anon_kb / 1024
+
+
+def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, Any], float, float]:
+    """Run the consumer process to completion: ``(result, peak RSS MB, peak anon MB)``."""
+    return ConsumerProcess(args).finish(timeout_s)
 
 
 def consumer_args(mode: str, store: Path, bootstrap: str, topics: Topics, *,

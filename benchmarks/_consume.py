@@ -91,6 +91,7 @@ def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
         # (the records are already in Kafka; the group join before it is Tansu's wait).
         consumer._assigned.wait()  # noqa: SLF001 - benchmark instrumentation only
         assigned_at.append(time.time())
+        print("assigned", file=sys.stderr, flush=True)
 
     threading.Thread(target=watch_assignment, daemon=True).start()
     print("ready", file=sys.stderr, flush=True)
@@ -171,6 +172,7 @@ def run_bare(args: argparse.Namespace) -> dict[str, Any]:
         polled = consumer.poll(timeout_ms=500)
         if assigned_at is None and consumer.assignment():
             assigned_at = time.time()
+            print("assigned", file=sys.stderr, flush=True)
             last_activity = time.monotonic()
         got = 0
         for records_of_tp in polled.values():

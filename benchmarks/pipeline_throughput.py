@@ -172,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
         log(f"emitted in {emitted['seconds']:.1f} s; consuming with guardtrace's consumer")
         timeout = 600 + args.events / 2000
         extra = ["--profile", args.profile] if args.profile else []
-        ours, ours_rss = run_consumer_process(consumer_args(
+        ours, ours_rss, ours_anon = run_consumer_process(consumer_args(
             "guardtrace", tmp / "store-guardtrace", broker.bootstrap, topics,
             batch_rows=batch_rows, extra=extra), timeout)
-        bare = bare_rss = None
+        bare = bare_rss = bare_anon = None
         if not args.skip_bare:
             log("consuming with the bare kafka-python -> clickhouse-connect loop")
-            bare, bare_rss = run_consumer_process(consumer_args(
+            bare, bare_rss, bare_anon = run_consumer_process(consumer_args(
                 "bare", tmp / "store-bare", broker.bootstrap, topics,
                 batch_rows=batch_rows), timeout)
 
@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         "events_stored_distinct": stored, "event_rows": ours["verify"]["event_rows"],
         "lost": lost, "dead_letters": ours["verify"]["dead_letters"],
         "consumer_peak_rss_mb": round(ours_rss, 1),
+        "consumer_peak_anon_rss_mb": round(ours_anon, 1),
         "consumer_stats": ours["stats"],
     })
     rows = [["emit (collectors -> Kafka)", events, emitted["seconds"], emit_rate, "-"],
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         fig.update({"bare_seconds": round(bp["seconds"], 3),
                     "bare_events_per_s": round(bare_rate), "bare_records": bp["rows"],
                     "bare_cpu_s": bare["cpu_s"], "bare_peak_rss_mb": round(bare_rss, 1),
+                    "bare_peak_anon_rss_mb": round(bare_anon, 1),
                     "ratio_vs_bare": round(ratio, 3)})
         rows.append(["bare loop (raw values) -> ClickHouse", events, bp["seconds"], bare_rate,
                      round(bare_rss, 1)])
