@@ -25,7 +25,7 @@ from typing import Any
 from guardtrace.schemas import names
 
 __all__ = [
-    "OUTCOMES", "AgentRanking", "Headline", "LabelUsage", "Payload", "RequestRow", "RequestSummary",
+    "OUTCOMES", "AgentRanking", "Headline", "LabelUsage", "Payload", "RequestSummary",
     "Trace", "TraceEvent", "TraceSpan", "collector_drops", "dead_letter_summary",
     "event_counts", "event_rates", "event_totals", "find_request", "headline_rates",
     "label_usage", "modules", "recent_dead_letters", "recent_requests", "request_payloads",
@@ -217,9 +217,12 @@ def find_request(client: Any, database: str, request_id: str) -> RequestSummary 
         FROM {database}.requests
         WHERE request_id = {{request_id:String}}
         GROUP BY request_id""", {"request_id": request_id})
-    if not rows:
-        return None
-    rid, first, last, traces, events, modules, agents, kinds = rows[0]
+    return _summary(rows[0]) if rows else None
+
+
+def _summary(row: Sequence[Any]) -> RequestSummary:
+    """A lookup row (request id, first, last, then the five arrays) as a summary."""
+    rid, first, last, traces, events, modules, agents, kinds = row
     return RequestSummary(rid, _utc(first), _utc(last), tuple(sorted(t for t in traces if t)),
                           tuple(sorted(events)), tuple(sorted(modules)), tuple(sorted(agents)),
                           tuple(sorted(kinds)))
@@ -280,20 +283,9 @@ def request_payloads(client: Any, database: str, request_id: str,
 
 
 # -- request lists ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class RequestRow:
-    request_id: str
-    first_seen: datetime
-    last_seen: datetime
-    event_names: tuple[str, ...]
-    modules: tuple[str, ...]
-    agents: tuple[str, ...]
-    payload_kinds: tuple[str, ...]
-
-
 def recent_requests(client: Any, database: str, *, since: datetime,
                     until: datetime | None = None, outcome: str = "problems",
-                    module: str | None = None, limit: int = 100) -> list[RequestRow]:
+                    module: str | None = None, limit: int = 100) -> list[RequestSummary]:
     """Requests last seen in [since, until) with ``outcome``, newest first.
 
     Raises:
@@ -304,8 +296,9 @@ def recent_requests(client: Any, database: str, *, since: datetime,
                          f"{', '.join([*OUTCOMES, 'all'])}")
     rows = _rows(client, f"""
         SELECT request_id, min(first_seen) AS first, max(last_seen) AS last,
-               groupUniqArrayArray(event_names) AS events, groupUniqArrayArray(modules) AS mods,
-               groupUniqArrayArray(agents), groupUniqArrayArray(payload_kinds)
+               groupUniqArrayArray(trace_ids), groupUniqArrayArray(event_names) AS events,
+               groupUniqArrayArray(modules) AS mods, groupUniqArrayArray(agents),
+               groupUniqArrayArray(payload_kinds)
         FROM {database}.requests
         WHERE request_id IN (SELECT request_id FROM {database}.requests
                              WHERE last_seen >= {{since:DateTime64(9, 'UTC')}}
@@ -318,9 +311,7 @@ def recent_requests(client: Any, database: str, *, since: datetime,
             "since": _utc(since), "until": _utc(until or datetime.now(UTC) + timedelta(days=1)),
             "any_outcome": int(outcome == "all"), "events": list(OUTCOMES.get(outcome, ())),
             "module": module or "", "limit": limit})
-    return [RequestRow(r, _utc(f), _utc(last), tuple(sorted(ev)), tuple(sorted(m)),
-                       tuple(sorted(a)), tuple(sorted(k)))
-            for r, f, last, ev, m, a, k in rows]
+    return [_summary(row) for row in rows]
 
 
 # -- overview (rollups) ----------------------------------------------------------------

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from guardtrace import environment_variables as env
 
-__all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "open_store",
-           "positive_float", "positive_int", "progress", "require_schema"]
+__all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "int_at_least",
+           "open_store", "positive_float", "positive_int", "progress", "require_schema"]
 
 
 class CommandError(Exception):
@@ -62,14 +63,28 @@ def add_kafka_args(parser: argparse.ArgumentParser) -> None:
                              f"or {env.KAFKA_BOOTSTRAP.default})")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 1, got {value}")
-    return value
+def int_at_least(minimum: int, meaning: str = "") -> Callable[[str], int]:
+    """An argparse type for whole numbers of at least ``minimum``.
+
+    Args:
+        minimum: The smallest value accepted.
+        meaning: What the smallest value means, if special (e.g. "no limit" for 0).
+    """
+    lowest = f"{minimum} ({meaning}) or more" if meaning else f"a number of at least {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {lowest}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
 
 
 def positive_float(text: str) -> float:

@@ -26,6 +26,7 @@ from guardtrace import environment_variables as env
 from guardtrace.cli_support import (
     CommandError,
     add_kafka_args,
+    int_at_least,
     positive_float,
     positive_int,
     progress,
@@ -62,15 +63,8 @@ cleanly (flush, summary, exit 0). Exits 1 if telemetry was dropped or could not 
 flushed (is Kafka reachable?)."""
 
 
-def requests_count(text: str) -> int:
-    """argparse type of ``--requests``: a whole number, 0 meaning no limit."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 (no limit) or more, got {value}")
-    return value
+# argparse type of ``--requests``: a whole number, 0 meaning no limit.
+requests_count = int_at_least(0, "no limit")
 
 
 def rate(text: str) -> float | None:
