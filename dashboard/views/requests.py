@@ -115,7 +115,7 @@ def show_request(data, request_id: str) -> None:  # noqa: ANN001 - Store
         st.altair_chart(_timeline_chart(trace), width="stretch")
     st.markdown("**Events**")
     st.dataframe(pd.DataFrame([{
-        "time": e.timestamp, "event": e.name, "module": e.module, "agent": e.agent,
+        "time": f"{e.timestamp:%H:%M:%S.%f}"[:-3], "event": e.name, "module": e.module, "agent": e.agent,
         "tier": e.tier,
         "attributes": json.dumps({k: v for k, v in sorted(e.attributes.items())
                                   if k not in (names.ATTR_REQUEST_ID, names.ATTR_MODULE)})}
