@@ -1,0 +1,1 @@
+"""Fault-injection suite (issue 5): see README.md in this directory."""
