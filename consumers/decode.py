@@ -131,14 +131,38 @@ def _parse(message_type: type, raw: bytes, what: str) -> Any:
     return request
 
 
+# DateTime64(9) holds nanoseconds in an Int64, so times end at 2262-04-11. A later one
+# (OTLP times are uint64) decodes, but ClickHouse refuses the row, and the consumer retries
+# a batch it cannot write forever: such a message is poison, named here.
+_MAX_TIME_NS = 2**63 - 1
+_TIME_COLUMNS = (
+    ("spans", [Columns.SPANS.index("start_time"), Columns.SPANS.index("end_time")]),
+    ("span_events", [Columns.SPAN_EVENTS.index("timestamp")]),
+    ("metric_points", [Columns.METRIC_POINTS.index("start_time"),
+                       Columns.METRIC_POINTS.index("timestamp")]),
+)
+
+
+def _times_in_range(rows: DecodedRows) -> DecodedRows:
+    """``rows``, or PoisonRecord if a time is past what ClickHouse can store."""
+    for table, indexes in _TIME_COLUMNS:
+        for row in getattr(rows, table):
+            for index in indexes:
+                if row[index] > _MAX_TIME_NS:
+                    raise PoisonRecord(f"time out of range: {table} time {row[index]} ns is "
+                                       "after 2262-04-11, the last time ClickHouse stores")
+    return rows
+
+
 def decode_spans(raw: bytes) -> DecodedRows:
     """Rows for ``spans`` and ``span_events`` from one ExportTraceServiceRequest."""
     request = _parse(ExportTraceServiceRequest, raw, "trace")
     try:
         # The parse above validated the message; rows come from its bytes (see below).
-        return _spans_from_wire(bytes(raw))
+        rows = _spans_from_wire(bytes(raw))
     except _Irregular:
-        return _spans_from_objects(request)
+        rows = _spans_from_objects(request)
+    return _times_in_range(rows)
 
 
 def _spans_from_objects(request: ExportTraceServiceRequest) -> DecodedRows:
@@ -471,7 +495,7 @@ def decode_metrics(raw: bytes) -> DecodedRows:
                         resource])
     if not seen_metric:
         raise PoisonRecord("OTLP metrics request with no metrics")
-    return rows
+    return _times_in_range(rows)
 
 
 def decode_payload_message(raw: bytes) -> DecodedRows:

@@ -23,6 +23,15 @@ _REQUIRED = ("v", "payload_id", "request_id", "kind", "body", "chunk_index", "ch
 
 _compressor = zstandard.ZstdCompressor(level=3)
 _decompressor = zstandard.ZstdDecompressor()
+# Largest decompressed record accepted. ``max_output_size`` only bounds frames that do not
+# declare their size; a frame header that declares one is allocated in full, so a small
+# message declaring gigabytes would exhaust the consumer's memory: checked first.
+_MAX_DECOMPRESSED = 64 * 1024 * 1024
+# Largest value of each integer field's ClickHouse column (UInt32, DateTime64(9) in
+# nanoseconds, UInt64): a record that decoded but could not be inserted would stall the
+# consumer, which retries a failed insert until it succeeds.
+_INT_LIMITS = {"chunk_index": 2**32 - 1, "chunk_count": 2**32 - 1, "redactions": 2**32 - 1,
+               "timestamp_ns": 2**63 - 1, "body_bytes": 2**64 - 1}
 
 
 class PayloadDecodeError(ValueError):
@@ -84,7 +93,11 @@ def decode(raw: bytes) -> PayloadRecord:
     if not isinstance(raw, (bytes, bytearray, memoryview)):
         raise PayloadDecodeError(f"payload message must be bytes, got {type(raw).__name__}")
     try:
-        text = _decompressor.decompress(bytes(raw), max_output_size=64 * 1024 * 1024)
+        declared = zstandard.frame_content_size(bytes(raw))
+        if declared > _MAX_DECOMPRESSED:
+            raise PayloadDecodeError(f"payload declares {declared} bytes uncompressed, over "
+                                     f"the {_MAX_DECOMPRESSED}-byte limit")
+        text = _decompressor.decompress(bytes(raw), max_output_size=_MAX_DECOMPRESSED)
     except zstandard.ZstdError as exc:
         raise PayloadDecodeError(f"payload is not zstd-compressed: {exc}") from None
     try:
@@ -113,7 +126,8 @@ def decode(raw: bytes) -> PayloadRecord:
             body_sha256=_text(data, "body_sha256"),
             truncated=_bool(data, "truncated"),
             redactions=_int(data, "redactions"),
-            attributes={str(k): str(v) for k, v in dict(data.get("attributes") or {}).items()},
+            attributes={_unicode(str(k), "attributes"): _unicode(str(v), "attributes")
+                        for k, v in dict(data.get("attributes") or {}).items()},
         )
     except (TypeError, ValueError) as exc:
         raise PayloadDecodeError(f"payload has a field of the wrong type: {exc}") from None
@@ -129,6 +143,16 @@ def _text(data: dict[str, Any], key: str, required: bool = False) -> str:
         raise TypeError(f"{key} must be a string")
     if required and not value:
         raise ValueError(f"{key} must not be empty")
+    return _unicode(value, key)
+
+
+def _unicode(value: str, key: str) -> str:
+    """``value`` if it can be stored as UTF-8; JSON escapes can carry lone surrogates."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{key} is not valid Unicode (a lone surrogate)") from None
     return value
 
 
@@ -143,4 +167,6 @@ def _int(data: dict[str, Any], key: str) -> int:
     value = data.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise TypeError(f"{key} must be a non-negative integer")
+    if value > _INT_LIMITS[key]:
+        raise ValueError(f"{key} {value} is larger than its column allows ({_INT_LIMITS[key]})")
     return value
