@@ -8,9 +8,12 @@ Poison is derived from them (truncated, sent to the wrong topic) or made from sc
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
+
+import zstandard
 
 from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -76,6 +79,17 @@ def payload_record(**changes: object) -> PayloadRecord:
         "attributes": {"agent": "stratam"}}
     fields.update(changes)
     return PayloadRecord(**fields)  # type: ignore[arg-type]
+
+
+def payload_document(**changes: object) -> dict[str, object]:
+    """The JSON object a payload message carries, with ``changes`` applied as is (any type)."""
+    return {"v": 1, **asdict(payload_record()), **changes}
+
+
+def compress_document(document: dict[str, object]) -> bytes:
+    """A payloads-topic message carrying ``document`` (any JSON, valid record or not)."""
+    # ensure_ascii: lone surrogates travel as \ud800 escapes, as any JSON encoder may send.
+    return zstandard.ZstdCompressor().compress(json.dumps(document).encode("ascii"))
 
 
 @cache

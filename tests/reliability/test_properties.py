@@ -23,7 +23,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -48,7 +47,13 @@ from guardtrace.consumers.decode import (
 from guardtrace.schemas.payload_record import PayloadDecodeError, PayloadRecord
 from guardtrace.schemas.payload_record import decode as decode_payload_record
 
-from .messages import metrics_request, payload_message, payload_record, trace_request
+from .messages import (
+    compress_document,
+    metrics_request,
+    payload_document,
+    payload_message,
+    trace_request,
+)
 from .scale import size
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
@@ -280,7 +285,7 @@ _ints = st.one_of(st.integers(0, 3), st.integers(-(2**70), 2**70),
 @st.composite
 def payload_documents(draw: st.DrawFn) -> dict[str, Any]:
     """The JSON of a payload record: a valid one with some fields replaced or removed."""
-    document: dict[str, Any] = {"v": 1, **asdict(payload_record())}
+    document: dict[str, Any] = payload_document()
     for key in draw(st.lists(st.sampled_from(sorted(document)), max_size=4, unique=True)):
         choice = draw(st.sampled_from(("int", "text", "json", "drop")))
         if choice == "drop":
@@ -291,13 +296,6 @@ def payload_documents(draw: st.DrawFn) -> dict[str, Any]:
         document["attributes"] = draw(st.one_of(
             st.dictionaries(_any_text, _json_values, max_size=3), _json_values))
     return document
-
-
-def _compress(document: dict[str, Any]) -> bytes:
-    import zstandard
-
-    # ensure_ascii: lone surrogates travel as \ud800 escapes, as any JSON encoder may send.
-    return zstandard.ZstdCompressor().compress(json.dumps(document).encode("ascii"))
 
 
 # -- decoder properties -------------------------------------------------------------------
@@ -340,7 +338,7 @@ def test_well_formed_metrics_requests_decode_to_storable_rows_or_poison(raw: byt
 @PROPERTY
 @given(document=payload_documents())
 def test_payload_documents_decode_to_storable_rows_or_poison(document: dict[str, Any]) -> None:
-    raw = _compress(document)
+    raw = compress_document(document)
     record = decodes_or_is_poison(decode_payload_record, raw, PayloadDecodeError)
     rows = decodes_or_is_poison(decode_payload_message, raw)
     assert (record is None) == (rows is None)
@@ -470,6 +468,6 @@ def test_a_payload_declaring_a_huge_size_is_poison_without_being_inflated() -> N
     {"timestamp_ns": 2**63}, {"body_bytes": 2**64}, {"body": "half a pair: \ud800"},
     {"request_id": "\udfff"}, {"attributes": {"model": "\ud83d"}}])
 def test_payload_values_clickhouse_cannot_store_are_poison(changes: dict[str, Any]) -> None:
-    document = {"v": 1, **asdict(payload_record()), **changes}
+    document = payload_document(**changes)
     with pytest.raises(PoisonRecord):
-        decode_payload_message(_compress(document))
+        decode_payload_message(compress_document(document))

@@ -34,6 +34,7 @@ from guardtrace.consumers.writer import ClickHouseWriter
 from guardtrace.schemas import names
 
 from .conftest import Pipeline, wait_for
+from .faults import GiveUpAfter, Stalled
 from .scale import FULL, seconds, size
 
 pytestmark = [pytest.mark.reliability, pytest.mark.integration,
@@ -165,30 +166,6 @@ def test_clickhouse_outage_commits_nothing_backs_off_and_recovers_everything(
     assert stats.dead_letters == 0
 
 
-class _Stalled(BaseException):
-    """Ends a consumer run that would otherwise retry the same batch forever."""
-
-
-class GiveUpAfter:
-    """A ``BatchWriter`` that ends the run after ``failures`` failed writes in a row."""
-
-    def __init__(self, inner: ClickHouseWriter, failures: int) -> None:
-        self.inner, self.failures, self.in_a_row = inner, failures, 0
-        self.errors: list[str] = []
-
-    def write(self, rows: DecodedRows) -> dict[str, int]:
-        try:
-            written = self.inner.write(rows)
-        except Exception as exc:
-            self.in_a_row += 1
-            self.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-            if self.in_a_row > self.failures:
-                raise _Stalled(self.errors[-1]) from exc
-            raise
-        self.in_a_row = 0
-        return written
-
-
 @pytest.mark.xfail(strict=True, reason=(
     "A batch ClickHouse rejects every time is retried forever and stalls the consumer: "
     "spans from more than 100 days in one batch exceed max_partitions_per_insert_block "
@@ -216,7 +193,7 @@ def test_spans_from_more_than_100_days_in_one_batch_do_not_stall_the_consumer(
     writer = GiveUpAfter(ClickHouseWriter(pipeline.client, pipeline.database), failures=2)
     try:
         pipeline.consumer(writer=writer).run(until_idle_s=3)
-    except _Stalled as stalled:
+    except Stalled as stalled:
         pytest.fail(f"the consumer retried one batch {writer.failures + 1} times and would "
                     f"never stop: {stalled}")
     assert pipeline.scalar("SELECT count() FROM {db}.spans FINAL") + \
