@@ -5,7 +5,8 @@ The loop, and why it is shaped this way:
 * Poll records from the spans, metrics and payloads topics; decode each into rows.
   A record that cannot be decoded goes to the dead-letter topic with the reason in its
   headers, and the partition moves on (one bad record must not stop a partition).
-* Flush when the batch reaches ``batch_max_rows`` or ``batch_max_seconds``: insert into
+* Flush when the batch reaches ``batch_max_rows``, ``batch_max_bytes`` of record values
+  or ``batch_max_seconds``: insert into
   ClickHouse, make sure the dead letters are acknowledged, and only then commit the
   offsets of every record in the batch. A crash anywhere before the commit replays the
   batch; deterministic row ids plus ReplacingMergeTree make the replay invisible.
@@ -65,6 +66,8 @@ class ConsumerConfig:
     dead_letter_topic: str
     batch_max_rows: int
     batch_max_seconds: float
+    # A row count alone does not bound memory: 20,000 payload chunks can be 20 GB.
+    batch_max_bytes: int = 64 * 1024 * 1024
     # Tansu's first group join takes about half the session timeout; keep it short.
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 2000
@@ -90,6 +93,8 @@ class ConsumerConfig:
             batch_max_rows=env.read_int(env.BATCH_MAX_ROWS, get("batch_max_rows"), minimum=1),
             batch_max_seconds=env.read_float(env.BATCH_MAX_SECONDS, get("batch_max_seconds"),
                                              minimum=0.01),
+            batch_max_bytes=env.read_int(env.BATCH_MAX_BYTES, get("batch_max_bytes"),
+                                         minimum=1024),
             **{k: v for k, v in explicit.items()
                if k in ("session_timeout_ms", "heartbeat_interval_ms") and v is not None},
         )
@@ -139,6 +144,7 @@ class _Batch:
     def __init__(self) -> None:
         self.rows = DecodedRows()
         self.records = 0
+        self.bytes = 0  # record values held (payload chunks reach ~1 MB each)
         self.offsets: dict[TopicPartition, int] = {}
         self.dead_letter_futures: list[Any] = []
         self.started = time.monotonic()
@@ -242,11 +248,14 @@ class TelemetryConsumer:
                     for record in records:
                         self._accept(tp, record)
                         got += 1
+                        if self._batch_full():
+                            # Mid-poll is fine: the commit covers only records accepted.
+                            self._flush(retry=True)
                 now = time.monotonic()
                 if got:
                     self._last_activity = now
                 if self._batch.records and (
-                        len(self._batch.rows) >= self.config.batch_max_rows
+                        self._batch_full()
                         or now - self._batch.started >= self.config.batch_max_seconds):
                     self._flush(retry=True)
                     if on_batch is not None:
@@ -272,12 +281,17 @@ class TelemetryConsumer:
             self._close()
         return self.stats
 
+    def _batch_full(self) -> bool:
+        return (len(self._batch.rows) >= self.config.batch_max_rows
+                or self._batch.bytes >= self.config.batch_max_bytes)
+
     # -- per record --------------------------------------------------------------------
     def _accept(self, tp: TopicPartition, record: Any) -> None:
         self.stats.records += 1
         self._batch.records += 1
         self._batch.add_offset(tp, record.offset)
         value = record.value
+        self._batch.bytes += len(value or b"")
         try:
             if value is None:
                 raise PoisonRecord("record has no value (tombstone)")

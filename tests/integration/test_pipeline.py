@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import threading
 from typing import Any
 
@@ -243,3 +245,19 @@ def test_running_consumer_logs_its_counters(pipeline: Pipeline, caplog: pytest.L
     assert reports, "no periodic stats line was logged"
     assert reports[-1]["rows_written"]["span_events"] >= 1
     assert {"batches", "write_retries", "dead_letters", "lag"} <= set(reports[-1])
+
+
+def test_batches_are_bounded_by_bytes_not_only_rows(pipeline: Pipeline) -> None:
+    # 12 payloads of ~100 KB (random, so zstd cannot shrink them away), a row limit and an
+    # age the run never reaches: only the byte bound can split the batches, and nothing
+    # may be lost across the splits.
+    telemetry = collectors.configure(set_global=False, **pipeline.collector_settings())
+    for i in range(12):
+        collectors.record_payload(f"big-{i}", names.PAYLOAD_KIND_HALLUCINATION,
+                                  base64.b64encode(os.urandom(75_000)).decode())
+    assert telemetry.force_flush(30)
+    stats = pipeline.consume_until_idle(batch_max_rows=100_000, batch_max_seconds=60.0,
+                                        batch_max_bytes=250_000)
+    # ~75 KB per record after zstd, so at most 4 records fit under the bound per batch.
+    assert stats.batches >= 3
+    assert pipeline.scalar("SELECT uniqExact(payload_id) FROM {db}.payloads FINAL") == 12
