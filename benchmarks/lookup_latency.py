@@ -127,6 +127,24 @@ def seed(client: Any, db: str, events: int, start_ns: int, chunk: int) -> dict[s
     return timings
 
 
+def settle_merges(client: Any, db: str, limit_s: float) -> float:
+    """Wait until no merge runs in ``db`` for 3 s in a row (at most ``limit_s``)."""
+    started = time.perf_counter()
+    quiet_since = None
+    while time.perf_counter() - started < limit_s:
+        running = int(client.query("SELECT count() FROM system.merges WHERE database = "
+                                   "{db:String}", parameters={"db": db}).result_rows[0][0])
+        now = time.perf_counter()
+        if running:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= 3:
+            break
+        time.sleep(0.5)
+    return time.perf_counter() - started
+
+
 def timed(call: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     result = call()
@@ -140,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lookups", type=int, default=300, help="request ids looked up")
     parser.add_argument("--overview-runs", type=int, default=30, help="overview page loads")
     parser.add_argument("--chunk", type=int, default=2_000_000, help="rows per seeding INSERT")
+    parser.add_argument("--settle-s", type=float, default=300,
+                        help="wait at most this long for background merges after seeding")
     parser.add_argument("--store", type=Path, default=None,
                         help="chDB directory (default: a temporary one, removed after)")
     args = parser.parse_args(argv)
@@ -166,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         start_ns = int((now - SPREAD).timestamp() * 1e9)
         log(f"seeding {args.events:,} span events into {db}")
         seeding = seed(client, db, args.events, start_ns, args.chunk)
+        # A store that took 24 hours to fill has merged its parts (the lookup table's
+        # partial rows collapse in merges); time it so, not straight after a bulk load.
+        seeding["settle_merges_s"] = settle_merges(client, db, args.settle_s)
         counts = {table: int(client.query(f"SELECT count() FROM {db}.{table}").result_rows[0][0])
                   for table in ("span_events", "spans", "payloads", "requests",
                                 "event_rollup_1m")}
