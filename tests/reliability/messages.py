@@ -40,13 +40,13 @@ def trace_request() -> bytes:
     tracer = provider.get_tracer(names.INSTRUMENTATION_NAME, "0.1.0")
     with tracer.start_as_current_span("agent.turn", attributes={
             names.ATTR_REQUEST_ID: "req-corpus", names.ATTR_MODULE: names.MODULE_PLANNING,
-            "flag": True, "retries": 3, "score": 0.5, "tools": ["a", "b"], "ids": [1, 2]}):
-        with tracer.start_as_current_span("reply.check") as child:
-            child.add_event(names.EVENT_FABRICATION_DETECTED, {
-                names.ATTR_REQUEST_ID: "req-corpus", names.ATTR_MODULE: names.MODULE_REPLIES,
-                names.ATTR_AGENT: "booking", names.ATTR_TIER: names.TIER_ACTION,
-                names.ATTR_TOOLS_FIRED: ["search"], names.ATTR_SIMILARITY: 0.25})
-            child.set_status(Status(StatusCode.ERROR, "claimed a booking"))
+            "flag": True, "retries": 3, "score": 0.5, "tools": ["a", "b"], "ids": [1, 2]}), \
+            tracer.start_as_current_span("reply.check") as child:
+        child.add_event(names.EVENT_FABRICATION_DETECTED, {
+            names.ATTR_REQUEST_ID: "req-corpus", names.ATTR_MODULE: names.MODULE_REPLIES,
+            names.ATTR_AGENT: "booking", names.ATTR_TIER: names.TIER_ACTION,
+            names.ATTR_TOOLS_FIRED: ["search"], names.ATTR_SIMILARITY: 0.25})
+        child.set_status(Status(StatusCode.ERROR, "claimed a booking"))
     spans = exporter.get_finished_spans()
     provider.shutdown()
     return encode_spans(spans).SerializeToString()

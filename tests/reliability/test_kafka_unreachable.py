@@ -26,7 +26,6 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -59,30 +58,32 @@ def run_turns(count: int, prefix: str) -> dict[str, list[float]]:
     latencies: dict[str, list[float]] = {hook: [] for hook in HOOKS}
     clock = time.perf_counter
 
-    def timed(hook: str, call: Callable[[], Any]) -> None:
-        started = clock()
-        call()
-        latencies[hook].append(clock() - started)
+    def fabrication(i: int) -> None:
+        guard.check("I'm deploying the fix to production now.", [], channel=f"chan-{i % 10}",
+                    request_id=f"{prefix}-reply-{i}", agent="stratam")
 
-    for i in range(count):
-        timed("fabrication", lambda: guard.check(
-            "I'm deploying the fix to production now.", [], channel=f"chan-{i % 10}",
-            request_id=f"{prefix}-reply-{i}", agent="stratam"))
+    def plan(i: int) -> None:
         plans = iter([[{"id": "s1", "tool": "time-tool-v1", "inputs": {"tz": "CST"}}],
                       [{"id": "s1", "tool": "weather-tool-v2", "inputs": {"city": "Chicago"}}]])
-        timed("plan", lambda: collectors.generate_validated_plan(
-            "what is the time in CST", lambda attempt: next(plans), ALLOWED,
-            request_id=f"{prefix}-plan-{i}"))
+        collectors.generate_validated_plan("what is the time in CST",
+                                           lambda attempt: next(plans), ALLOWED,
+                                           request_id=f"{prefix}-plan-{i}")
 
-        def verification() -> None:
-            loop = collectors.VerificationLoop("Which month is spelled with an X?",
-                                               request_id=f"{prefix}-verify-{i}", agent="aither")
-            assert not loop.on_model_turn(wants_to_finish=True).allow_finish
-            loop.on_tool_call("reason")
-            assert loop.on_model_turn(wants_to_finish=True).allow_finish
-            loop.close()
+    def verification(i: int) -> None:
+        loop = collectors.VerificationLoop("Which month is spelled with an X?",
+                                           request_id=f"{prefix}-verify-{i}", agent="aither")
+        assert not loop.on_model_turn(wants_to_finish=True).allow_finish
+        loop.on_tool_call("reason")
+        assert loop.on_model_turn(wants_to_finish=True).allow_finish
+        loop.close()
 
-        timed("verification", verification)
+    calls: dict[str, Callable[[int], None]] = {
+        "fabrication": fabrication, "plan": plan, "verification": verification}
+    for i in range(count):
+        for hook, call in calls.items():
+            started = clock()
+            call(i)
+            latencies[hook].append(clock() - started)
     return latencies
 
 

@@ -131,7 +131,7 @@ def decodes_or_is_poison(decoder: Callable[[bytes], Any], raw: bytes,
     except poison as exc:
         assert str(exc), "poison without a reason"
         return None
-    except Exception as exc:  # noqa: BLE001 - the property: nothing else escapes
+    except Exception as exc:  # the property: nothing else escapes
         raise AssertionError(f"{decoder.__name__} raised {type(exc).__name__}: {exc} "
                              f"instead of {poison.__name__}") from exc
     if isinstance(result, DecodedRows):

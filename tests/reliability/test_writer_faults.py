@@ -16,6 +16,7 @@ runs the 30 s outage of the design's reliability target over 20,000 + 10,000 eve
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -145,7 +146,7 @@ def test_clickhouse_outage_commits_nothing_backs_off_and_recovers_everything(
     # (0.5 s, 1 s, 2 s, ... capped at 30 s; a busy machine only makes them longer).
     failures = writer.failures
     assert len(failures) >= 3 and stats.write_retries == len(failures)
-    gaps = [b - a for a, b in zip(failures, failures[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(failures)]
     for i, gap in enumerate(gaps):
         assert gap >= 0.9 * min(BACKOFF_START_S * 2**i, BACKOFF_MAX_S), gaps
     # Partitions were paused: the outage's new traffic was not fetched meanwhile.

@@ -74,7 +74,7 @@ def run_guardtrace(args: Sequence[str], env: dict[str, str],
                    timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real ``guardtrace`` command to completion."""
     return subprocess.run([*GUARDTRACE, *args], env=env, cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout_s)
+                          text=True, timeout=timeout_s, check=False)
 
 
 class ConsumerProcess:
@@ -90,7 +90,8 @@ class ConsumerProcess:
     def __init__(self, env: dict[str, str], log_path: Path, args: Sequence[str] = (),
                  session_timeout_ms: int = 2000) -> None:
         self.log_path = log_path
-        self._log = open(log_path, "w")
+        # Open for the process's lifetime (closed by kill/wait), not a with-block.
+        self._log = open(log_path, "w")  # noqa: SIM115
         self.started = time.monotonic()
         self.process = subprocess.Popen(
             [*RUNNER, "--session-timeout-ms", str(session_timeout_ms), "consume", *args],
