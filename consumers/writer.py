@@ -23,6 +23,12 @@ TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
+# Late or backfilled telemetry can span more than 100 days in one batch; ClickHouse then
+# refuses the whole insert (max_partitions_per_insert_block), every retry, and the
+# consumer would stall. Such an insert is legitimate: let ClickHouse warn, not throw.
+INSERT_SETTINGS = {"throw_on_max_partitions_per_insert_block": 0}
+
+
 class BatchWriter(Protocol):
     """Writes a batch; raises on any failure (the consumer then retries, uncommitted)."""
 
@@ -49,6 +55,6 @@ class ClickHouseWriter:
             table_rows = getattr(rows, attr)
             if table_rows:
                 self._client.insert(f"{self._database}.{table}", table_rows,
-                                    column_names=list(columns))
+                                    column_names=list(columns), settings=INSERT_SETTINGS)
                 written[table] = len(table_rows)
         return written

@@ -167,11 +167,6 @@ def test_clickhouse_outage_commits_nothing_backs_off_and_recovers_everything(
     assert stats.dead_letters == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A batch ClickHouse rejects every time is retried forever and stalls the consumer: "
-    "spans from more than 100 days in one batch exceed max_partitions_per_insert_block "
-    "(PARTITION BY toDate). The fix is in the writer (split an insert by partition) or "
-    "the consumer (isolate and dead-letter what keeps failing), not in a decoder."))
 @pytest.mark.timeout(120)
 def test_spans_from_more_than_100_days_in_one_batch_do_not_stall_the_consumer(
         pipeline: Pipeline) -> None:
@@ -242,12 +237,6 @@ def wait_until_settled(count: Any, expected: int, quiet_s: float = 4.0,
     return last
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Data loss: TelemetryConsumer._wait() polls between retries and discards what the "
-    "poll returns. Partitions assigned by a rebalance during the retry loop are not "
-    "paused, so their records are fetched, dropped, and committed past after recovery. "
-    "Fix in consumers/consumer.py: pause newly assigned partitions while flushing (in "
-    "on_partitions_assigned) and seek back to anything _wait's poll returns."))
 @pytest.mark.timeout(180)
 def test_a_consumer_leaving_during_an_outage_loses_nothing(pipeline: Pipeline) -> None:
     """Scaling in, or a member crashing, while ClickHouse is down.
