@@ -296,8 +296,9 @@ class TelemetryConsumer:
             if value is None:
                 raise PoisonRecord("record has no value (tombstone)")
             if len(value) > MAX_RECORD_BYTES:
-                raise PoisonRecord(f"record of {len(value)} bytes exceeds the "
-                                   f"{MAX_RECORD_BYTES}-byte limit (oversize)")
+                # The kind ("oversize record") comes first: the health page groups by it.
+                raise PoisonRecord(f"oversize record: {len(value)} bytes exceeds the "
+                                   f"{MAX_RECORD_BYTES}-byte limit")
             decoder = self._decoders.get(tp.topic)
             if decoder is None:
                 raise PoisonRecord(f"no decoder for topic {tp.topic}")

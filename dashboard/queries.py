@@ -230,25 +230,25 @@ def _summary(row: Sequence[Any]) -> RequestSummary:
 
 def request_trace(client: Any, database: str, request: RequestSummary) -> Trace:
     """The spans of the request's traces and the request's span events, in time order."""
-    # Partition pruning: spans and events are partitioned by day; the lookup row bounds
-    # the days (a day of slack either side for spans that started before the first event).
-    bounds = {"request_id": request.request_id, "trace_ids": list(request.trace_ids),
-              "first_day": (request.first_seen - timedelta(days=1)).date(),
-              "last_day": (request.last_seen + timedelta(days=1)).date()}
+    # Point reads on the primary key. Duplicates from a replayed batch are dropped with
+    # LIMIT 1 BY the row identity (replayed rows are identical) rather than FINAL, and
+    # without a partition (day) bound: measured on 10M events, both made these reads
+    # slower, not faster (FINAL 5.1 vs 3.3 ms p50; a day bound 7.1 vs 5.1 ms).
+    params = {"request_id": request.request_id, "trace_ids": list(request.trace_ids)}
     span_rows = _rows(client, f"""
         SELECT trace_id, span_id, parent_span_id, name, service, start_time, end_time,
                duration_ns, status_code, status_message, attributes
-        FROM {database}.spans FINAL
+        FROM {database}.spans
         WHERE trace_id IN {{trace_ids:Array(String)}}
-          AND toDate(start_time) BETWEEN {{first_day:Date}} AND {{last_day:Date}}
-        ORDER BY start_time, span_id""", bounds) if request.trace_ids else []
+        ORDER BY start_time, span_id
+        LIMIT 1 BY trace_id, span_id""", params) if request.trace_ids else []
     event_rows = _rows(client, f"""
         SELECT event_id, timestamp, name, trace_id, span_id, module, agent, tier, service,
                attributes
-        FROM {database}.span_events FINAL
+        FROM {database}.span_events
         WHERE request_id = {{request_id:String}}
-          AND toDate(timestamp) BETWEEN {{first_day:Date}} AND {{last_day:Date}}
-        ORDER BY timestamp, event_id""", bounds)
+        ORDER BY timestamp, event_id
+        LIMIT 1 BY event_id""", params)
     spans = tuple(TraceSpan(t, s, p, n, svc, _utc(st), _utc(et), d / 1e6, sc, sm, dict(a))
                   for t, s, p, n, svc, st, et, d, sc, sm, a in span_rows)
     events = tuple(TraceEvent(e, _utc(ts), n, t, s, m, ag, tier, svc, dict(a))
@@ -262,10 +262,11 @@ def request_payloads(client: Any, database: str, request_id: str,
     rows = _rows(client, f"""
         SELECT payload_id, kind, timestamp, trace_id, span_id, chunk_index, chunk_count, body,
                body_bytes, body_sha256, truncated, redactions, attributes
-        FROM {database}.payloads FINAL
+        FROM {database}.payloads
         WHERE request_id = {{request_id:String}}
           AND ({{kind:String}} = '' OR kind = {{kind:String}})
-        ORDER BY timestamp, payload_id, chunk_index""",
+        ORDER BY timestamp, payload_id, chunk_index
+        LIMIT 1 BY payload_id, chunk_index""",
         {"request_id": request_id, "kind": kind or ""})
     grouped: dict[str, list[Sequence[Any]]] = {}
     for row in rows:
@@ -363,10 +364,18 @@ def modules(client: Any, database: str, since: datetime) -> list[str]:
 def requests_seen(client: Any, database: str, start: datetime, end: datetime,
                   module: str | None = None) -> int:
     """Requests first seen in [start, end) (optionally in one module)."""
+    # The inner filter narrows to requests with a lookup row starting in the window before
+    # grouping (grouping all of a large table first took ~4x longer); the outer one keeps
+    # only those whose *earliest* row is in the window.
     rows = _rows(client, f"""
         SELECT count() FROM (
             SELECT request_id, min(first_seen) AS first, groupUniqArrayArray(modules) AS mods
-            FROM {database}.requests GROUP BY request_id)
+            FROM {database}.requests
+            WHERE request_id IN (
+                SELECT request_id FROM {database}.requests
+                WHERE first_seen >= {{start:DateTime64(9, 'UTC')}}
+                  AND first_seen < {{end:DateTime64(9, 'UTC')}})
+            GROUP BY request_id)
         WHERE first >= {{start:DateTime64(9, 'UTC')}} AND first < {{end:DateTime64(9, 'UTC')}}
           AND ({{module:String}} = '' OR has(mods, {{module:String}}))""",
         _window(start, end, module))
