@@ -37,6 +37,7 @@ from guardtrace.consumers.decode import (
 )
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, encode
+from tests.support.payload_wire import encode_v1
 
 SERVICE = "travel-agent"
 
@@ -297,8 +298,8 @@ def test_metrics_request_without_metrics_is_poison() -> None:
 
 
 # -- payloads ----------------------------------------------------------------------------
-def _payload(index: int, count: int, body: str) -> bytes:
-    return encode(PayloadRecord(
+def _payload(index: int, count: int, body: str, wire: Any = encode) -> bytes:
+    return wire(PayloadRecord(
         payload_id="a" * 32, request_id="req-p", kind=names.PAYLOAD_KIND_VERIFICATION,
         body=body, chunk_index=index, chunk_count=count, timestamp_ns=123,
         trace_id="0af7651916cd43dd8448eb211c80319c", span_id="b7ad6b7169203331",
@@ -306,9 +307,10 @@ def _payload(index: int, count: int, body: str) -> bytes:
         attributes={"model": "m"}))
 
 
-def test_payload_row_first_chunk_has_a_preview() -> None:
+@pytest.mark.parametrize("wire", [encode, encode_v1], ids=["v2", "v1"])
+def test_payload_row_first_chunk_has_a_preview(wire: Any) -> None:
     body = "ü" * (PREVIEW_CHARS + 50)
-    rows = decode_payload_message(_payload(0, 2, body))
+    rows = decode_payload_message(_payload(0, 2, body, wire))
     assert len(rows) == 1 and rows.spans == [] and rows.metric_points == []
     row = _row(Columns.PAYLOADS, rows.payloads[0])
     assert row["body"] == body
@@ -321,8 +323,10 @@ def test_payload_row_first_chunk_has_a_preview() -> None:
     assert row["trace_id"] == "0af7651916cd43dd8448eb211c80319c"
 
 
-def test_payload_row_later_chunk_has_no_preview() -> None:
-    row = _row(Columns.PAYLOADS, decode_payload_message(_payload(1, 2, "tail text")).payloads[0])
+@pytest.mark.parametrize("wire", [encode, encode_v1], ids=["v2", "v1"])
+def test_payload_row_later_chunk_has_no_preview(wire: Any) -> None:
+    row = _row(Columns.PAYLOADS,
+               decode_payload_message(_payload(1, 2, "tail text", wire)).payloads[0])
     assert row["body"] == "tail text"
     assert row["preview"] == ""
     assert row["chunk_index"] == 1
@@ -337,6 +341,13 @@ def test_payload_garbage_is_poison(raw: bytes, reason: str) -> None:
         decode_payload_message(raw)
 
 
-def test_payload_poison_keeps_the_decode_reason() -> None:
+@pytest.mark.parametrize("wire", [encode, encode_v1], ids=["v2", "v1"])
+def test_payload_poison_keeps_the_decode_reason(wire: Any) -> None:
     with pytest.raises(PoisonRecord, match="chunk_index 2 out of range"):
-        decode_payload_message(_payload(2, 2, "x"))
+        decode_payload_message(_payload(2, 2, "x", wire))
+
+
+def test_payload_rows_are_the_same_from_either_wire_version() -> None:
+    body = "line one\n\"quoted\" \\ ü 🚀\n" * 50
+    assert decode_payload_message(_payload(0, 1, body)).payloads \
+        == decode_payload_message(_payload(0, 1, body, encode_v1)).payloads
