@@ -1,9 +1,9 @@
 """The debug store's agent side: payloads queued in memory, shipped to Kafka by a thread.
 
-The caller's cost is a deque append: redaction, chunking, compression and the send all
-happen on a daemon worker (the shape of the OTel SDK's ``BatchProcessor``). The queue is
-bounded in bytes; when it is full, or Kafka is unreachable, payloads are dropped and
-counted in ``guardtrace.payloads_dropped{reason}``, never waited for.
+The caller's cost is a deque append: JSON encoding, redaction, chunking, compression and
+the send all happen on a daemon worker (the shape of the OTel SDK's ``BatchProcessor``).
+The queue is bounded in bytes; when it is full, or Kafka is unreachable, payloads are
+dropped and counted in ``guardtrace.payloads_dropped{reason}``, never waited for.
 
 Size policy (also in the README): a body up to ``payload_limit_bytes`` is kept whole and
 split into chunks of at most one Kafka message each, which the consumer stores as rows
@@ -15,20 +15,26 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import os
 import threading
 import time
 import uuid
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanContext
 
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.kafka_producer import LazyProducer
 from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.telemetry import count_internal, log_rate_limited
+from guardtrace.collectors.telemetry import (
+    count_internal,
+    encode_body,
+    log_rate_limited,
+    text_bytes,
+)
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, encode
 
@@ -38,14 +44,20 @@ _HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_PAYLOAD)]
 
 
 class _Pending(NamedTuple):
-    # A NamedTuple, not a dataclass: building it is on the agent's hot path.
+    # A NamedTuple, not a dataclass: building it is on the agent's hot path (where it is
+    # built with tuple.__new__, skipping the generated __new__'s Python frame).
     request_id: str
     kind: str
-    body: str
-    attributes: dict[str, str]
+    body: Any  # text, or a private snapshot of JSON data (encoded on the worker)
+    attributes: dict[str, Any]  # text, or int/float/bool (formatted on the worker)
     timestamp_ns: int
-    context: SpanContext  # hex ids are formatted on the worker, off the hot path
+    # The caller's context, not its span's SpanContext: the span is looked up, and its
+    # hex ids formatted, on the worker (a span's ids never change, so nothing is lost).
+    context: otel_context.Context
     size: int
+
+
+_new_pending = tuple.__new__
 
 
 def split_utf8(data: bytes, chunk_bytes: int) -> list[str]:
@@ -114,19 +126,39 @@ class KafkaPayloadSink:
     def record(self, request_id: str, kind: str, body: str,
                attributes: dict[str, str]) -> bool:
         """Queue a payload; returns False (and counts) when it had to be dropped."""
+        return self.record_snapshot(request_id, kind, body, text_bytes(body), attributes)
+
+    def record_snapshot(self, request_id: str, kind: str, body: Any, size: int,
+                        attributes: dict[str, Any]) -> bool:
+        """Queue a payload whose JSON encoding is left to the worker.
+
+        :func:`~guardtrace.collectors.telemetry.record_payload` calls this instead of
+        :meth:`record`, so the agent's thread does not pay for the encoding.
+
+        Args:
+            request_id: The request the payload belongs to.
+            kind: The payload kind.
+            body: Text, or JSON data no caller can still change (see
+                :func:`~guardtrace.collectors.telemetry.snapshot_body`); it must encode
+                without error.
+            size: What ``body`` costs the queue's byte bound.
+            attributes: Text values, or ``int``/``float``/``bool`` values shipped as
+                their JSON text.
+
+        Returns:
+            False (and counted) when the payload had to be dropped.
+        """
         if self._shutdown:
             self._dropped("shutdown")
             return False
-        # len() of a str is characters, not bytes; 4 bytes a character bounds UTF-8.
-        size = len(body) * 4 if not body.isascii() else len(body)
         with self._lock:
             if self._queued_bytes + size > self._config.payload_queue_bytes:
                 full = True
             else:
                 full = False
-                self._queue.append(_Pending(
+                self._queue.append(_new_pending(_Pending, (
                     request_id, kind, body, attributes, time.time_ns(),
-                    trace.get_current_span().get_span_context(), size))
+                    otel_context.get_current(), size)))
                 self._queued_bytes += size
                 if self._idle.is_set():  # the worker sets it under this lock, too
                     self._idle.clear()
@@ -182,15 +214,16 @@ class KafkaPayloadSink:
         if kafka is None:
             self._dropped("kafka_unavailable")
             return
-        body, redactions = self._redactor.redact_counted(item.body)
-        attributes = {k: self._redactor.redact(v) for k, v in item.attributes.items()}
+        body, redactions = self._redactor.redact_counted(encode_body(item.body))
+        attributes = {k: self._redactor.redact(v if isinstance(v, str) else json.dumps(v))
+                      for k, v in item.attributes.items()}
         data = body.encode("utf-8")
         body_bytes, sha = len(data), hashlib.sha256(data).hexdigest()
         truncated = body_bytes > self._config.payload_limit_bytes
         if truncated:
             data = _cut_on_boundary(data, self._config.payload_limit_bytes)
         payload_id = uuid.uuid4().hex
-        context = item.context
+        context = trace.get_current_span(item.context).get_span_context()
         messages = self._encode_chunks(data, truncated, PayloadRecord(
             payload_id=payload_id, request_id=item.request_id, kind=item.kind, body="",
             timestamp_ns=item.timestamp_ns,

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import math
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +28,13 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from guardtrace import environment_variables as env
 from guardtrace.broker import free_port
+from guardtrace.collectors import _state
 from guardtrace.collectors import payload_sink as payload_sink_module
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.kafka_producer import LazyProducer
 from guardtrace.collectors.payload_sink import KafkaPayloadSink, split_utf8
 from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.telemetry import internal_totals
+from guardtrace.collectors.telemetry import internal_totals, record_payload, snapshot_body
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, decode
 
@@ -351,3 +356,182 @@ def test_record_after_shutdown_is_dropped(sinks: list) -> None:
     assert sink.record("req-late", "k", "too late", {}) is False
     assert _dropped("shutdown") - before == 1
     assert kafka.sent == []
+
+
+# -- record_payload through the Kafka sink: JSON encoded on the worker -------------------
+@contextmanager
+def _installed(sink: KafkaPayloadSink) -> Iterator[None]:
+    """Make ``sink`` the payload sink record_payload() uses, for the ``with`` block."""
+    previous = _state.install(_state.TelemetryState(payload_sink=sink))
+    try:
+        yield
+    finally:
+        _state.install(previous)
+
+
+def _shipped(kafka: _RecordingKafka) -> list[PayloadRecord]:
+    return [decode(value) for _, _, value, _ in kafka.sent]
+
+
+class _Note:
+    """Not JSON-serialisable: stored through default=str."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return f"note({self.text})"
+
+
+def test_body_changed_after_the_call_is_shipped_as_it_was(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    gate = threading.Event()
+    producer_get = sink._producer.get
+    sink._producer.get = lambda wait_s=0.5: (gate.wait(5), producer_get())[1]  # type: ignore[method-assign]
+    body: dict[str, Any] = {"reply": "I deployed it.", "tiers": ["action"],
+                            "matches": [{"tier": "action", "phrase": "I deployed"}],
+                            "pair": ("a", ["b"]), "n": 3, "x": 1.5, "ok": True, "none": None}
+    expected = json.dumps(body, default=str, ensure_ascii=False)
+    with _installed(sink):
+        assert record_payload("req-m", "k", body)
+    # Every level changed while the payload waits in the queue.
+    body["reply"] = "changed"
+    body["tiers"].append("read")
+    body["matches"][0]["phrase"] = "changed"
+    body["pair"][1].append("c")
+    body["extra"] = 1
+    gate.set()
+    assert sink.force_flush(timeout_s=5.0)
+    (record,) = _shipped(kafka)
+    assert record.body == expected
+
+
+def test_shipped_json_is_what_the_caller_would_have_encoded(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    bodies: list[Any] = [
+        {"reply": "ünïcødé 日本語 🚀", "quote": '"\\\n\t\x00', "list": [1, -2, 3.25, None]},
+        ["a", ("b", "c"), {"d": [True, False]}],
+        {"big": 2 ** 200, "nan": float("nan"), "inf": float("-inf"), "empty": {}},
+        ("tuple", "body"),
+        42,
+        None,
+    ]
+    with _installed(sink):
+        for body in bodies:
+            assert record_payload("req-j", "k", body)
+    assert sink.force_flush(timeout_s=5.0)
+    assert [r.body for r in _shipped(kafka)] == [
+        json.dumps(b, default=str, ensure_ascii=False) for b in bodies]
+
+
+def test_body_that_is_not_json_ships_through_default_str_as_at_the_call(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    note = _Note("before")
+
+    class Tagged(str):
+        pass
+
+    bodies: list[Any] = [
+        {"when": datetime(2024, 5, 1, 12, 30), "note": note},
+        {Tagged("key"): "a str subclass key"},
+        {1: "an int key", None: "a None key"},
+        [{"nested": note}],
+    ]
+    expected = [json.dumps(b, default=str, ensure_ascii=False) for b in bodies]
+    with _installed(sink):
+        for body in bodies:
+            assert record_payload("req-d", "k", body)
+    note.text = "after"  # encoded on the caller: the shipped text does not see this
+    assert sink.force_flush(timeout_s=5.0)
+    assert [r.body for r in _shipped(kafka)] == expected
+    assert "note(before)" in expected[0] and "note(before)" in expected[3]
+
+
+def test_body_json_rejects_is_refused_on_the_caller_as_before(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    cycle: list[Any] = ["x"]
+    cycle.append(cycle)
+    with _installed(sink):
+        assert record_payload("req-c", "k", cycle) is False
+        assert record_payload("req-t", "k", {("tuple", "key"): 1}) is False
+        assert record_payload("req-i", "k", {"n": 10 ** 5000}) is False
+    assert sink.force_flush(timeout_s=5.0)
+    assert kafka.sent == []
+
+
+def test_attributes_ship_as_before(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    note = _Note("a")
+    tools = ["read_file"]
+    with _installed(sink):
+        assert record_payload("req-a", "k", "body", model="m", retry=2, ok=True,
+                              score=0.5, tools=tools, note=note, absent=None)
+    tools.append("later")
+    note.text = "b"
+    assert sink.force_flush(timeout_s=5.0)
+    (record,) = _shipped(kafka)
+    assert record.attributes == {"model": "m", "retry": "2", "ok": "true", "score": "0.5",
+                                 "tools": '["read_file"]', "note": '"note(a)"'}
+
+
+def test_record_payload_keeps_the_callers_trace_context(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    with _installed(sink), TracerProvider().get_tracer("t").start_as_current_span("s") as span:
+        assert record_payload("req-s", "k", {"a": "b"})
+    assert record_payload("req-none", "k", {"a": "b"}) is False  # not installed any more
+    assert sink.force_flush(timeout_s=5.0)
+    (record,) = _shipped(kafka)
+    assert record.trace_id == f"{span.get_span_context().trace_id:032x}"
+    assert record.span_id == f"{span.get_span_context().span_id:016x}"
+
+
+def test_redaction_covers_a_body_encoded_on_the_worker(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    with _installed(sink):
+        assert record_payload("req-r", "k", {"prompt": f"use {key}", "nested": [key]},
+                              header="Bearer abcdef123456789")
+    assert sink.force_flush(timeout_s=5.0)
+    (record,) = _shipped(kafka)
+    assert key not in record.body and record.redactions == 2
+    assert record.attributes == {"header": "Bearer [REDACTED:bearer_token]"}
+
+
+def test_queue_bound_drops_and_counts_bodies_encoded_on_the_worker(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks, payload_queue_bytes=1024)
+    before = _dropped("queue_full")
+    with _installed(sink):
+        assert record_payload("req-big", "k", {"reply": "a" * 2_000}) is False
+        # Non-ASCII text is budgeted at 4 bytes a character, as for text bodies.
+        assert record_payload("req-utf", "k", {"reply": ["ü" * 300]}) is False
+        # Text spread over many values adds up, too.
+        assert record_payload("req-many", "k", {f"k{i}": "a" * 100 for i in range(11)}) is False
+        assert _dropped("queue_full") - before == 3
+        assert record_payload("req-small", "k", {"reply": "small"}) is True
+    assert sink.force_flush(timeout_s=5.0)
+    assert [r.request_id for r in _shipped(kafka)] == ["req-small"]
+
+
+def test_snapshot_copies_containers_and_shares_text() -> None:
+    text = "x" * 1000
+    inner = ["a", 1]
+    body = {"text": text, "inner": inner, "pair": ("b", inner)}
+    copy, size = snapshot_body(body)  # type: ignore[misc]
+    assert copy == {"text": text, "inner": ["a", 1], "pair": ["b", ["a", 1]]}
+    assert copy["text"] is text
+    assert copy["inner"] is not inner and copy["pair"][1] is not inner
+    assert size >= len(json.dumps(body)) - 2 * 8  # quotes and separators, roughly
+    assert snapshot_body({"t": "ü" * 100})[1] >= 400  # type: ignore[index]
+
+
+@pytest.mark.parametrize("body", [
+    {"k": datetime(2024, 1, 1)},
+    {1: "int key"},
+    [True, 10 ** 400],
+    {"k": list(range(40))},  # more values than the snapshot walks
+    [[[["x"] * 10] * 2] * 2],
+    type("S", (str,), {})("str subclass"),
+    type("D", (dict,), {})(a=1),
+])
+def test_snapshot_leaves_what_it_cannot_copy_to_the_caller(body: Any) -> None:
+    assert snapshot_body(body) is None
