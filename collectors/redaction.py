@@ -75,12 +75,12 @@ class _Rule:
         offset = match.start()
         return whole[: start - offset] + marker + whole[end - offset:]
 
-    def apply(self, text: str) -> tuple[str, int]:
+    def apply(self, text: str, folds: _Folds | None = None) -> tuple[str, int]:
         scan: _Scan | None = self._scan  # type: ignore[attr-defined]
         if scan is None:
             return self.subn(text)
         try:
-            return scan.apply(self, text)
+            return scan.apply(self, text, folds or _Folds())
         except _Unfoldable:
             return self.subn(text)
 
@@ -104,13 +104,25 @@ class _Rule:
 #   characters; only runs holding a literal are matched, each on its own (a run's
 #   neighbours are whitespace or the text's ends, so \b behaves as in the whole text).
 # * _Anchored: every match starts with a keyword (case-insensitive), so the pattern is
-#   tried only at keyword positions, left to right, as subn would.
+#   tried only at keyword positions, left to right, as subn would. A rule whose every
+#   match also holds one of a few characters (":" or "=" after a secret's name) is not
+#   looked at in a text that has none of them.
+#
+# A literal is first looked for by its rarest character (a "-", "_", ":" or "@", an
+# uppercase K, a "z"): when that is absent, the literal cannot be there either, and the
+# check cost one memchr instead of a substring search (100 KB: 3 us against 60 us).
+# Prose often lacks "-", "_" and ":"; code and JSON seldom do, and gain nothing here.
 #
 # Case-insensitive keywords are looked for in a folded copy: lower(), after mapping the
 # four non-ASCII characters that ``re.IGNORECASE`` equates with ASCII letters (İ ı ſ K).
 # The copy has the text's length (U+0130 is the one character whose lower() is longer,
 # and it is mapped first), so a keyword's position in it is its position in the text.
+# It is made once per text for all keyword rules (:class:`_Folds`).
 _FOLD = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
+
+# Characters by how common they are in prose, most common first; any other character
+# (punctuation, most capitals) counts as rarer than all of them.
+_COMMON_CHARS = "etaoinsrhldcumfpgwybvTIAkSWHBMCxjqz"
 
 
 def _folded(text: str) -> str:
@@ -127,12 +139,37 @@ class _Unfoldable(Exception):
     pass
 
 
-def _contains_any(text: str, literals: tuple[str, ...]) -> bool:
-    return any(literal in text for literal in literals)
+class _Folds:
+    """The folded copy of the text being redacted, made once for all keyword rules.
+
+    Rules run one after the other on the text the previous one returned; while none
+    replaces anything, that is the same object, and its folded copy is reused.
+    """
+
+    __slots__ = ("_folded", "_text")
+
+    def __init__(self) -> None:
+        self._text: str | None = None
+        self._folded = ""
+
+    def of(self, text: str) -> str:
+        if text is not self._text:
+            self._folded = _folded(text)
+            self._text = text
+        return self._folded
+
+
+def _gate(literal: str) -> str:
+    """The character of ``literal`` least likely to be in a text (see _COMMON_CHARS)."""
+    return max(literal, key=lambda c: _COMMON_CHARS.find(c) % (len(_COMMON_CHARS) + 1))
+
+
+def _gated(literals: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((_gate(literal), literal) for literal in literals)
 
 
 class _Scan:
-    def apply(self, rule: _Rule, text: str) -> tuple[str, int]:
+    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
         raise NotImplementedError
 
 
@@ -140,17 +177,29 @@ class _Scan:
 class _Literal(_Scan):
     literals: tuple[str, ...]
 
-    def apply(self, rule: _Rule, text: str) -> tuple[str, int]:
-        return rule.subn(text) if _contains_any(text, self.literals) else (text, 0)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_gated", _gated(self.literals))
+
+    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
+        gated: tuple[tuple[str, str], ...] = self._gated  # type: ignore[attr-defined]
+        if any(gate in text and literal in text for gate, literal in gated):
+            return rule.subn(text)
+        return text, 0
 
 
 @dataclass(frozen=True)
 class _Runs(_Scan):
     literals: tuple[str, ...]  # case-sensitive (no letters for IGNORECASE rules)
 
-    def apply(self, rule: _Rule, text: str) -> tuple[str, int]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_gated", _gated(self.literals))
+
+    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
         runs: list[tuple[int, int]] = []
-        for literal in self.literals:
+        gated: tuple[tuple[str, str], ...] = self._gated  # type: ignore[attr-defined]
+        for gate, literal in gated:
+            if gate not in text:
+                continue
             at = text.find(literal)
             while at != -1:
                 start = at
@@ -182,9 +231,14 @@ class _Runs(_Scan):
 @dataclass(frozen=True)
 class _Anchored(_Scan):
     keywords: tuple[str, ...]  # lower case; the rule is case-insensitive
+    # Every match holds one of these characters (none of them changed by IGNORECASE);
+    # empty: no such condition.
+    requires: tuple[str, ...] = ()
 
-    def apply(self, rule: _Rule, text: str) -> tuple[str, int]:
-        folded = _folded(text)
+    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
+        if self.requires and not any(char in text for char in self.requires):
+            return text, 0
+        folded = folds.of(text)
         starts: list[int] = []
         for keyword in self.keywords:
             at = folded.find(keyword)
@@ -217,7 +271,9 @@ _SCANS: Mapping[str, _Scan] = {
                       "xox", "AIza", "glpat-")),
     "bearer_token": _Anchored(("bearer",)),
     "url_password": _Runs(("://",)),
-    "secret_assignment": _Anchored(("api", "passw", "access", "secret", "token")),
+    # Both alternatives need a ":" or "=" between the name and the value.
+    "secret_assignment": _Anchored(("api", "passw", "access", "secret", "token"),
+                                   requires=(":", "=")),
     "email": _Runs(("@",)),
 }
 
@@ -268,8 +324,9 @@ class Redactor:
                 return hit  # type: ignore[no-any-return]
         original = text
         total = 0
+        folds = _Folds()
         for rule in self._compiled:  # type: ignore[attr-defined]
-            text, count = rule.apply(text)
+            text, count = rule.apply(text, folds)
             total += count
         if short:
             memo = self._memo  # type: ignore[attr-defined]

@@ -14,7 +14,14 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guardtrace.collectors.redaction import _SCANS, DEFAULT_RULES, Redactor, _Runs
+from guardtrace.collectors.redaction import (
+    _SCANS,
+    DEFAULT_RULES,
+    Redactor,
+    _Anchored,
+    _gate,
+    _Runs,
+)
 
 FRAGMENTS = [
     "sk-ant-abcdefghijklmnop1234", "sk-proj-AAAAAAAAAAAAAAAAAAAA", "sk-short", "xsk-abcdefghijklmnopqr",
@@ -75,3 +82,33 @@ def test_run_literals_of_case_insensitive_rules_have_no_letters() -> None:
     for kind, scan in _SCANS.items():
         if isinstance(scan, _Runs) and re.compile(DEFAULT_RULES[kind]).flags & re.IGNORECASE:
             assert not any(c.isalpha() for literal in scan.literals for c in literal)
+
+
+def test_literal_gates_are_characters_of_their_literals() -> None:
+    # A literal is looked for only when its gate character is in the text: sound only if
+    # the gate is part of the literal.
+    for scan in _SCANS.values():
+        for gate, literal in getattr(scan, "_gated", ()):
+            assert len(gate) == 1 and gate in literal
+    assert _gate("sk-") == "-" and _gate("AKIA") == "K" and _gate("xox") == "x"
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_every_match_of_a_keyword_rule_holds_a_required_character(text: str) -> None:
+    # _Anchored skips texts with none of ``requires``: every match must hold one.
+    for kind, scan in _SCANS.items():
+        if isinstance(scan, _Anchored) and scan.requires:
+            for match in re.finditer(DEFAULT_RULES[kind], text):
+                assert any(char in match.group(0) for char in scan.requires)
+
+
+def test_prose_without_gate_characters_is_left_alone_and_matches_the_reference() -> None:
+    redactor = Redactor()
+    prose = ("Akia the bearer of news said the token count grew; access to the api "
+             "was passworded, secrets kept.\n") * 500
+    assert redactor.redact_counted(prose) == reference(redactor, prose) == (prose, 0)
+    # The same prose with secrets in it: every rule still fires.
+    seeded = prose + "password=hunter22 Bearer abc123def456 sk-" + "a" * 20 + " a@b.io"
+    assert redactor.redact_counted(seeded) == reference(redactor, seeded)
+    assert redactor.redact_counted(seeded)[1] == 4
