@@ -535,3 +535,62 @@ def test_snapshot_copies_containers_and_shares_text() -> None:
 ])
 def test_snapshot_leaves_what_it_cannot_copy_to_the_caller(body: Any) -> None:
     assert snapshot_body(body) is None
+
+
+# -- the worker: lingers after a drain, sleeps until woken when nothing comes ------------
+def _wait_for(predicate: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.001)
+    return predicate()
+
+
+def test_payloads_ship_without_a_flush_whether_the_worker_sleeps_or_lingers(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    assert _wait_for(lambda: sink._sleeping)
+    assert sink.record("req-1", "k", "first", {})  # wakes the sleeping worker
+    assert _wait_for(lambda: len(kafka.sent) == 1)
+    # Right after a drain the worker lingers: no wake-up, still shipped.
+    assert sink.record("req-2", "k", "second", {})
+    assert _wait_for(lambda: len(kafka.sent) == 2)
+    assert _wait_for(lambda: sink._sleeping)
+    assert sink.record("req-3", "k", "third", {})
+    assert _wait_for(lambda: len(kafka.sent) == 3)
+    assert [r.request_id for r in _shipped(kafka)] == ["req-1", "req-2", "req-3"]
+
+
+def test_force_flush_returns_while_other_threads_keep_recording(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    stop = threading.Event()
+
+    def keep_recording() -> None:
+        while not stop.is_set():
+            sink.record("req-bg", "k", "background", {})
+            time.sleep(0.0002)
+
+    recorder = threading.Thread(target=keep_recording)
+    recorder.start()
+    try:
+        time.sleep(0.05)
+        assert sink.record("req-mine", "k", "mine", {})
+        started = time.monotonic()
+        assert sink.force_flush(timeout_s=5.0)
+        assert time.monotonic() - started < 2.0
+        assert "req-mine" in {decode(v).request_id for _, _, v, _ in list(kafka.sent)}
+    finally:
+        stop.set()
+        recorder.join()
+
+
+def test_shutdown_ends_the_worker_whether_it_sleeps_or_lingers(sinks: list) -> None:
+    for linger in (False, True):
+        sink, kafka = _recording_sink(sinks)
+        assert sink.record("req-s", "k", "body", {})
+        if not linger:
+            assert _wait_for(lambda: sink._sleeping)
+        sink.shutdown(timeout_s=2.0)
+        sink._worker.join(2.0)
+        assert not sink._worker.is_alive()
+        assert [r.request_id for r in _shipped(kafka)] == ["req-s"]
