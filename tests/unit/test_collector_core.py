@@ -486,3 +486,17 @@ def test_agent_import_does_not_load_pipeline_dependencies() -> None:
     roots = {name.split(".")[0] for name in loaded}
     forbidden = {"clickhouse_connect", "chdb", "streamlit", "grpc"}
     assert roots & forbidden == set()
+
+
+def test_lazy_producer_for_compressed_values_gives_up_promptly_too() -> None:
+    producer = LazyProducer(_down(), 1_000_000)
+    done = threading.Event()
+
+    def attempt() -> None:
+        assert producer.get(compressed_values=True) is None
+        done.set()
+
+    threading.Thread(target=attempt, daemon=True).start()
+    assert done.wait(1.0), "LazyProducer.get(compressed_values=True) still connecting"
+    producer.close(0.1)
+    assert producer.get(compressed_values=True) is None and producer.get() is None
