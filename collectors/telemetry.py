@@ -284,7 +284,7 @@ def _snapshot(value: Any, budget: list[int]) -> tuple[Any, int]:
     """Copy one value (already counted against ``budget``) and estimate its size."""
     kind = type(value)
     if kind is str:
-        return value, (len(value) if value.isascii() else 4 * len(value)) + _SNAPSHOT_ITEM_BYTES
+        return value, text_bytes(value) + _SNAPSHOT_ITEM_BYTES
     if kind is dict:
         budget[0] -= len(value)
         if budget[0] < 0:

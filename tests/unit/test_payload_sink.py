@@ -383,11 +383,23 @@ class _Note:
         return f"note({self.text})"
 
 
+class _GatedProducer(_RecordingProducer):
+    """A recording producer the worker cannot use until ``gate`` is set."""
+
+    def __init__(self, config: CollectorConfig) -> None:
+        super().__init__(config)
+        self.gate = threading.Event()
+
+    def get(self, wait_s: float = 0.5) -> Any:
+        self.gate.wait(5.0)
+        return self.kafka
+
+
 def test_body_changed_after_the_call_is_shipped_as_it_was(sinks: list) -> None:
-    sink, kafka = _recording_sink(sinks)
-    gate = threading.Event()
-    producer_get = sink._producer.get
-    sink._producer.get = lambda wait_s=0.5: (gate.wait(5), producer_get())[1]  # type: ignore[method-assign]
+    config = _config()
+    producer = _GatedProducer(config)
+    sink = KafkaPayloadSink(config, producer, Redactor())
+    sinks.append(sink)
     body: dict[str, Any] = {"reply": "I deployed it.", "tiers": ["action"],
                             "matches": [{"tier": "action", "phrase": "I deployed"}],
                             "pair": ("a", ["b"]), "n": 3, "x": 1.5, "ok": True, "none": None}
@@ -400,16 +412,17 @@ def test_body_changed_after_the_call_is_shipped_as_it_was(sinks: list) -> None:
     body["matches"][0]["phrase"] = "changed"
     body["pair"][1].append("c")
     body["extra"] = 1
-    gate.set()
+    producer.gate.set()
     assert sink.force_flush(timeout_s=5.0)
-    (record,) = _shipped(kafka)
+    (record,) = _shipped(producer.kafka)
     assert record.body == expected
 
 
 def test_shipped_json_is_what_the_caller_would_have_encoded(sinks: list) -> None:
     sink, kafka = _recording_sink(sinks)
     bodies: list[Any] = [
-        {"reply": "ünïcødé 日本語 🚀", "quote": '"\\\n\t\x00', "list": [1, -2, 3.25, None]},
+        {"reply": "ünïcødé 日本語 🚀", "quote": '"\\\n\t\x00'},
+        {"list": [1, -2, 3.25, None]},
         ["a", ("b", "c"), {"d": [True, False]}],
         {"big": 2 ** 200, "nan": float("nan"), "inf": float("-inf"), "empty": {}},
         ("tuple", "body"),
@@ -505,7 +518,8 @@ def test_queue_bound_drops_and_counts_bodies_encoded_on_the_worker(sinks: list) 
         # Non-ASCII text is budgeted at 4 bytes a character, as for text bodies.
         assert record_payload("req-utf", "k", {"reply": ["ü" * 300]}) is False
         # Text spread over many values adds up, too.
-        assert record_payload("req-many", "k", {f"k{i}": "a" * 100 for i in range(11)}) is False
+        many = {f"k{i}": "a" * 100 for i in range(11)}
+        assert record_payload("req-many", "k", many) is False
         assert _dropped("queue_full") - before == 3
         assert record_payload("req-small", "k", {"reply": "small"}) is True
     assert sink.force_flush(timeout_s=5.0)
@@ -547,7 +561,7 @@ def _wait_for(predicate: Any, timeout_s: float = 5.0) -> bool:
     return predicate()
 
 
-def test_payloads_ship_without_a_flush_whether_the_worker_sleeps_or_lingers(sinks: list) -> None:
+def test_payloads_ship_unflushed_whether_the_worker_sleeps_or_lingers(sinks: list) -> None:
     sink, kafka = _recording_sink(sinks)
     assert _wait_for(lambda: sink._sleeping)
     assert sink.record("req-1", "k", "first", {})  # wakes the sleeping worker
@@ -584,13 +598,13 @@ def test_force_flush_returns_while_other_threads_keep_recording(sinks: list) -> 
         recorder.join()
 
 
-def test_shutdown_ends_the_worker_whether_it_sleeps_or_lingers(sinks: list) -> None:
-    for linger in (False, True):
-        sink, kafka = _recording_sink(sinks)
-        assert sink.record("req-s", "k", "body", {})
-        if not linger:
-            assert _wait_for(lambda: sink._sleeping)
-        sink.shutdown(timeout_s=2.0)
-        sink._worker.join(2.0)
-        assert not sink._worker.is_alive()
-        assert [r.request_id for r in _shipped(kafka)] == ["req-s"]
+@pytest.mark.parametrize("asleep", [True, False])
+def test_shutdown_ends_a_sleeping_or_lingering_worker(sinks: list, asleep: bool) -> None:
+    sink, kafka = _recording_sink(sinks)
+    assert sink.record("req-s", "k", "body", {})
+    if asleep:
+        assert _wait_for(lambda: sink._sleeping)
+    sink.shutdown(timeout_s=2.0)
+    sink._worker.join(2.0)
+    assert not sink._worker.is_alive()
+    assert [r.request_id for r in _shipped(kafka)] == ["req-s"]
