@@ -240,7 +240,8 @@ class KafkaPayloadSink:
 
     def _ship(self, item: _Pending) -> None:
         # The worker is a background thread: it may wait for a first connection.
-        kafka = self._producer.get(wait_s=5.0)
+        # Records are zstd frames: sent by the producer that does not compress batches.
+        kafka = self._producer.get(wait_s=5.0, compressed_values=True)
         if kafka is None:
             self._dropped("kafka_unavailable")
             return

@@ -75,8 +75,10 @@ class _RecordingProducer(LazyProducer):
     def __init__(self, config: CollectorConfig) -> None:
         super().__init__(config.kafka_bootstrap, config.max_message_bytes)
         self.kafka = _RecordingKafka()
+        self.compressed_values: list[bool] = []  # what each get() asked for
 
-    def get(self, wait_s: float = 0.5) -> Any:
+    def get(self, wait_s: float = 0.5, compressed_values: bool = False) -> Any:
+        self.compressed_values.append(compressed_values)
         return self.kafka
 
 
@@ -390,7 +392,7 @@ class _GatedProducer(_RecordingProducer):
         super().__init__(config)
         self.gate = threading.Event()
 
-    def get(self, wait_s: float = 0.5) -> Any:
+    def get(self, wait_s: float = 0.5, compressed_values: bool = False) -> Any:
         self.gate.wait(5.0)
         return self.kafka
 
@@ -608,3 +610,16 @@ def test_shutdown_ends_a_sleeping_or_lingering_worker(sinks: list, asleep: bool)
     sink._worker.join(2.0)
     assert not sink._worker.is_alive()
     assert [r.request_id for r in _shipped(kafka)] == ["req-s"]
+
+
+def test_payload_records_are_sent_by_the_producer_for_compressed_values(sinks: list) -> None:
+    # Records are zstd frames already: the producer that would compress batches again
+    # is not the one used.
+    config = _config()
+    producer = _RecordingProducer(config)
+    sink = KafkaPayloadSink(config, producer, Redactor())
+    sinks.append(sink)
+    assert sink.record("req-1", names.PAYLOAD_KIND_HALLUCINATION, "body text", {})
+    assert sink.force_flush(5.0)
+    assert producer.kafka.sent and producer.compressed_values
+    assert all(producer.compressed_values)
