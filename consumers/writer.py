@@ -48,7 +48,6 @@ class ClickHouseWriter:
     def __init__(self, client: Any, database: str) -> None:
         self._client = client
         self._database = database
-        _load_insert_dependencies()
 
     def write(self, rows: DecodedRows) -> dict[str, int]:
         written = {}
@@ -59,20 +58,3 @@ class ClickHouseWriter:
                                     column_names=list(columns), settings=INSERT_SETTINGS)
                 written[table] = len(table_rows)
         return written
-
-
-def _load_insert_dependencies() -> None:
-    """Import now what clickhouse-connect imports on the first insert.
-
-    Every insert checks whether its data is a pandas DataFrame, and the first check
-    imports pandas when it is installed (chDB installs it): 0.3 s that would otherwise
-    delay the consumer's first batch. Loading it with the writer moves the cost to
-    startup; if clickhouse-connect changes how it does this, nothing breaks.
-    """
-    try:
-        from clickhouse_connect.driver import options
-
-        getattr(options, "pd", None)
-    except Exception:  # noqa: BLE001 - an optimisation only; the insert imports it anyway
-        pass
-
