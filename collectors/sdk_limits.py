@@ -40,7 +40,14 @@ def cardinality_views(agent_label_cap: int) -> list[View]:
 
 
 class CountingBatchSpanProcessor(BatchSpanProcessor):
-    """``BatchSpanProcessor`` that counts the spans it drops because its queue is full."""
+    """``BatchSpanProcessor`` that counts the spans it drops because its queue is full.
+
+    The count is exact while the export thread is not popping a batch at the same
+    moment; a pop between this check and the SDK's append can make one full-queue span
+    count as dropped when it was kept (the SDK's own drop warning has the same race).
+    Taking the SDK's export lock would close it, at the price of blocking the agent's
+    thread for a whole export, which a hook must never do.
+    """
 
     def on_end(self, span: ReadableSpan) -> None:
         batch = self._batch_processor
