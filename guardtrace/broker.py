@@ -82,7 +82,11 @@ class EmbeddedBroker:
         self._process = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url,
              "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            # Its own session: a terminal's Ctrl-C (SIGINT to the whole foreground group)
+            # must reach only the owner, which stops the broker last, after its clients
+            # are done with it; the owner's stop() is what ends it.
+            start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:

@@ -35,12 +35,14 @@ def cmd_broker(args: argparse.Namespace) -> int:
     from guardtrace.broker import EmbeddedBroker
     from guardtrace.consumers.topics import ensure_topics
 
-    def stop_on_sigterm(_signum: int, _frame: Any) -> None:
-        # Tansu is a child process: a plain SIGTERM death of this process would orphan
-        # it, still holding the port. Treat SIGTERM like Ctrl-C so `finally` stops it.
+    def stop_on_signal(_signum: int, _frame: Any) -> None:
+        # Tansu is a child process in its own session: a plain SIGTERM or SIGHUP death
+        # of this process would orphan it, still holding the port. Treat both like
+        # Ctrl-C so `finally` stops it.
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGHUP, stop_on_signal)
     broker = EmbeddedBroker(args.port).start()
     try:
         created = ensure_topics(broker.bootstrap, [

@@ -135,8 +135,11 @@ def _start_simulator(stack: _Stack, bootstrap: str, log_dir: Path, rate: float) 
                "--rate", f"{rate:g}", "--seed", str(int(time.time())), "--bootstrap",
                bootstrap]
     with open(stack.simulator_log, "ab") as log:
+        # Its own session, like the broker's: Ctrl-C reaches up alone, and stack.stop()
+        # ends the simulator first, so its last spans still find the broker.
         stack.simulator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, env=dict(os.environ))
+                                           stdin=subprocess.DEVNULL, env=dict(os.environ),
+                                           start_new_session=True)
 
 
 def _supervise(stack: _Stack, stop: threading.Event) -> None:
@@ -172,6 +175,10 @@ def _announce_when_serving(port: int, banner: str, stop: threading.Event) -> Non
         stop.wait(0.1)
 
 
+def _interrupt_self(_signum: int, _frame: Any) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from guardtrace.broker import EmbeddedBroker
     from guardtrace.consumers.migrate import migrate
@@ -193,6 +200,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     stack = _Stack()
     stop_supervisor = threading.Event()
+    # The broker and the simulator run in their own sessions, so a closed terminal's
+    # SIGHUP reaches only this process: make it stop everything, as Ctrl-C does (through
+    # whichever SIGINT handler is in place, Streamlit's once it serves).
+    signal.signal(signal.SIGHUP, _interrupt_self)
     try:
         if external_kafka:
             bootstrap = external_kafka

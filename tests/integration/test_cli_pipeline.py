@@ -111,7 +111,10 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
     assert done.returncode == 1 and "run `guardtrace migrate` first" in done.stderr
 
 
-def test_broker_command_stops_tansu_on_sigterm() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_broker_command_stops_tansu_on_a_signal(signum: int) -> None:
+    # SIGHUP: a closed terminal. Tansu runs in its own session, so only the command
+    # hears it, and must stop Tansu rather than orphan it on the port.
     from guardtrace.broker import free_port
     import socket
 
@@ -121,8 +124,8 @@ def test_broker_command_stops_tansu_on_sigterm() -> None:
     try:
         assert any("listening" in line for line in iter(process.stdout.readline, ""))
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        process.send_signal(signum)
+        assert process.wait(timeout=30) == 0
 
     def port_free() -> bool:
         with socket.socket() as sock:
