@@ -28,13 +28,9 @@ from opentelemetry import trace
 
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.kafka_producer import LazyProducer
+from guardtrace.collectors.payload_body import encode_body, text_bytes
 from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.telemetry import (
-    count_internal,
-    encode_body,
-    log_rate_limited,
-    text_bytes,
-)
+from guardtrace.collectors.telemetry import count_internal, log_rate_limited
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, encode
 
@@ -153,7 +149,7 @@ class KafkaPayloadSink:
             request_id: The request the payload belongs to.
             kind: The payload kind.
             body: Text, or JSON data no caller can still change (see
-                :func:`~guardtrace.collectors.telemetry.snapshot_body`); it must encode
+                :func:`~guardtrace.collectors.payload_body.snapshot_body`); it must encode
                 without error.
             size: What ``body`` costs the queue's byte bound.
             attributes: Text values, or ``int``/``float``/``bool`` values shipped as

@@ -34,7 +34,8 @@ from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.kafka_producer import LazyProducer
 from guardtrace.collectors.payload_sink import KafkaPayloadSink, split_utf8
 from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.telemetry import internal_totals, record_payload, snapshot_body
+from guardtrace.collectors.payload_body import snapshot_body
+from guardtrace.collectors.telemetry import internal_totals, record_payload
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, decode
 
