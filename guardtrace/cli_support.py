@@ -7,6 +7,7 @@ registered by :mod:`guardtrace.cli`; they import from here, never from ``cli``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -14,11 +15,61 @@ from typing import Any
 from guardtrace import environment_variables as env
 
 __all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "int_at_least",
-           "open_store", "positive_float", "positive_int", "progress", "require_schema"]
+           "keep_serving_without_a_reader", "open_store", "positive_float", "positive_int",
+           "progress", "require_schema"]
 
 
 class CommandError(Exception):
     """A failure to report as one clear line and exit status 1 (no traceback)."""
+
+
+class _OutputWithoutReader:
+    """A console stream that, once its pipe's reader has gone, sends output to /dev/null.
+
+    ``guardtrace up | tee up.log`` and then Ctrl-C: tee dies at once, and every later
+    write raises BrokenPipeError. A server must still stop cleanly then; Streamlit's stop
+    prints before it stops anything, so the failed print would leave it serving.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _reader_gone(self) -> None:
+        # Point the descriptor itself at /dev/null: what is still buffered, and whatever
+        # writes to the descriptor directly, then goes nowhere instead of failing.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def keep_serving_without_a_reader() -> None:
+    """Make stdout and stderr survive the reader of their pipe going away.
+
+    For the long-running commands that serve (``up``, ``dashboard``): their shutdown
+    must not depend on anyone reading their output.
+    """
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _OutputWithoutReader):
+            setattr(sys, name, _OutputWithoutReader(stream))
 
 
 def open_store(args: argparse.Namespace) -> tuple[Any, Any]:

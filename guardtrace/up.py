@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from guardtrace import environment_variables as env
-from guardtrace.cli_support import CommandError, positive_float, positive_int
+from guardtrace.cli_support import (
+    CommandError,
+    keep_serving_without_a_reader,
+    positive_float,
+    positive_int,
+)
 
 __all__ = ["register"]
 
@@ -55,6 +60,8 @@ def serve_dashboard(port: int, address: str) -> None:
     """Run the Streamlit server in this thread until SIGINT/SIGTERM stops it."""
     from streamlit import config as st_config
     from streamlit.web import bootstrap
+
+    keep_serving_without_a_reader()
 
     app = str(_dashboard_app())
     st_config._main_script_path = app  # noqa: SLF001 - what `streamlit run` does first
@@ -187,6 +194,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
     _check_port_free(port, "dashboard", "--port")
+    # Before anything starts: the shutdown below prints, and must reach stack.stop().
+    keep_serving_without_a_reader()
     external_kafka = os.environ.get(env.KAFKA_BOOTSTRAP.name, "").strip()
     if not external_kafka:
         _check_port_free(args.broker_port, "embedded Kafka broker", "--broker-port")
@@ -241,7 +250,12 @@ def cmd_up(args: argparse.Namespace) -> int:
                   + "Ctrl-C stops everything.")
         threading.Thread(target=_announce_when_serving, args=(port, banner, stop_supervisor),
                          name="guardtrace-announce", daemon=True).start()
-        serve_dashboard(port, args.address)
+        try:
+            serve_dashboard(port, args.address)
+        except KeyboardInterrupt:
+            # Ctrl-C before Streamlit has installed its own handler (the banner goes out
+            # as soon as the port accepts): the same normal stop as after it.
+            pass
     finally:
         stop_supervisor.set()
         # A second Ctrl-C must not interrupt the shutdown halfway (orphaning the broker).

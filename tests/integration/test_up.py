@@ -231,3 +231,34 @@ def test_up_demo_stops_in_order_on_a_terminal_ctrl_c(workdir: Path,
         if process.process.poll() is None:
             os.killpg(process.process.pid, signal.SIGKILL)
             process.process.wait(10)
+
+
+@pytest.mark.timeout(240)
+def test_up_stops_on_ctrl_c_after_the_reader_of_its_output_has_gone(
+        workdir: Path, environ: dict[str, str]) -> None:
+    # `make demo 2>&1 | tee demo.log`, then Ctrl-C: tee dies at once, and up's output is
+    # a pipe nobody reads. Streamlit's stop prints "Stopping..." before it stops; that
+    # write failing must not leave up serving (found by hand: the failed print swallowed
+    # every later SIGINT and SIGTERM too, and only SIGKILL ended up, orphaning Tansu).
+    port, broker_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "guardtrace.cli", "up", "--port", str(port),
+         "--broker-port", str(broker_port)], cwd=workdir, env=environ,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        seen = []
+        for line in process.stdout:  # pytest-timeout bounds this if up never comes up
+            seen.append(line)
+            if "Ctrl-C stops everything" in line:
+                break
+        else:
+            pytest.fail(f"up exited before serving: {''.join(seen)}")
+        process.stdout.close()  # the reader goes away, as tee does on Ctrl-C
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
+        assert not port_in_use(broker_port) and not port_in_use(port)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
