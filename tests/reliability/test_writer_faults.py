@@ -5,9 +5,10 @@ the consumer's only door to ClickHouse, the ``BatchWriter`` seam: for a period e
 insert fails the way clickhouse-connect fails when a server is unreachable
 (``OperationalError``), and every other failure first writes part of the batch (the
 spans, not their events), as a server dying mid-batch does. Meanwhile more telemetry
-arrives. Checked while it happens, from inside the writer (the consumer's own thread):
-the group's committed offsets never pass what ClickHouse holds, nothing new is
-fetched (partitions paused), and the retries back off exponentially. Afterwards:
+arrives. Checked while it happens, from inside the writer (the consumer's writer
+thread, then its own thread while it retries): the group's committed offsets never pass
+what ClickHouse holds, nothing new is fetched once the consumer knows of the failure
+(partitions paused), and the retries back off exponentially. Afterwards:
 every event exactly once, everything committed.
 
 Sizes: a 4 s outage over 3,000 + 1,000 events in CI; ``GUARDTRACE_RELIABILITY_FULL=1``
@@ -29,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from guardtrace import collectors
 from guardtrace.collectors.telemetry import GuardTelemetry
-from guardtrace.consumers.consumer import TelemetryConsumer
+from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
 from guardtrace.consumers.decode import DecodedRows
 from guardtrace.consumers.writer import ClickHouseWriter
 from guardtrace.schemas import names
@@ -62,6 +63,14 @@ def emit(telemetry: collectors.Telemetry, prefix: str, count: int) -> list[str]:
     return request_ids
 
 
+def committed_span_records(admin: KafkaAdminClient, pipeline: Pipeline) -> int:
+    """Spans-topic records the test's consumer group has committed (one event each)."""
+    group = pipeline.consumer_config.group_id
+    offsets = admin.list_group_offsets(group).get(group, {})
+    return sum(m.offset for tp, m in offsets.items()
+               if tp.topic == pipeline.consumer_config.spans_topic)
+
+
 class ClickHouseOutage:
     """A ``BatchWriter`` whose ClickHouse is unavailable for ``outage_s`` seconds.
 
@@ -91,10 +100,7 @@ class ClickHouseOutage:
         self.checks = 0
 
     def committed(self) -> int:
-        group = self.pipeline.consumer_config.group_id
-        offsets = self.admin.list_group_offsets(group).get(group, {})
-        return sum(m.offset for tp, m in offsets.items()
-                   if tp.topic == self.pipeline.consumer_config.spans_topic)
+        return committed_span_records(self.admin, self.pipeline)
 
     def check_nothing_committed_beyond_stored(self) -> int:
         committed = self.committed()
@@ -149,8 +155,12 @@ def test_clickhouse_outage_commits_nothing_backs_off_and_recovers_everything(
     gaps = [b - a for a, b in itertools.pairwise(failures)]
     for i, gap in enumerate(gaps):
         assert gap >= 0.9 * min(BACKOFF_START_S * 2**i, BACKOFF_MAX_S), gaps
-    # Partitions were paused: the outage's new traffic was not fetched meanwhile.
-    assert len(set(writer.records_seen)) == 1, writer.records_seen
+    # Partitions were paused: the outage's new traffic was not fetched meanwhile. The
+    # first failure happens on the writer thread, while the loop may be taking in one
+    # more poll; from the first retry on (the loop knows), nothing more arrives.
+    seen = writer.records_seen
+    assert len(set(seen[1:])) == 1, seen
+    assert 0 <= seen[1] - seen[0] <= consumer._consumer.config["max_poll_records"], seen  # noqa: SLF001
     assert writer.checks > len(failures)
 
     # Recovery: everything stored exactly once, and all of it committed.
@@ -165,6 +175,63 @@ def test_clickhouse_outage_commits_nothing_backs_off_and_recovers_everything(
     # broker's end offsets: Tansu answers "latest" with the last batch's base offset.
     assert writer.committed() == total
     assert stats.dead_letters == 0
+
+
+class DownUntilStopped:
+    """A ``BatchWriter`` whose ClickHouse is down from write ``healthy + 1`` until just
+    after the consumer is told to stop: the first write after the stop still fails,
+    every later one succeeds (the server comes back between two attempts)."""
+
+    def __init__(self, inner: ClickHouseWriter, healthy: int) -> None:
+        self.inner, self.healthy = inner, healthy
+        self.consumer: TelemetryConsumer | None = None
+        self.writes = self.failures = self.failures_after_stop = 0
+
+    def write(self, rows: DecodedRows) -> dict[str, int]:
+        assert self.consumer is not None
+        stopping = self.consumer._stop.is_set()  # noqa: SLF001 - the test's clock
+        if self.writes >= self.healthy and not (stopping and self.failures_after_stop):
+            self.failures += 1
+            self.failures_after_stop += stopping
+            raise OperationalError("Connection refused (injected by the reliability suite)")
+        self.writes += 1
+        return self.inner.write(rows)
+
+
+@pytest.mark.timeout(120)
+def test_stopping_during_an_outage_commits_nothing_past_what_clickhouse_holds(
+        pipeline: Pipeline) -> None:
+    # SIGTERM while a batch is being retried: that batch is given up uncommitted, and so
+    # is every batch behind it, including the rest of the poll it was cut from. Found
+    # while adding the writer thread: the rest of that poll went into a new batch, the
+    # exit flush wrote it (ClickHouse back by then) and committed past the given-up one.
+    telemetry = collectors.configure(set_global=False, **pipeline.collector_settings())
+    emitted = emit(telemetry, "stop", 3_000)
+    writer = DownUntilStopped(ClickHouseWriter(pipeline.client, pipeline.database), healthy=1)
+    # 100 records (a span and its event each) fill a batch, and a poll brings up to
+    # 1,000: the batch that fails is cut from the middle of a poll.
+    config = ConsumerConfig(**{**pipeline.consumer_config.__dict__, "batch_max_rows": 200})
+    consumer = TelemetryConsumer(config, writer, consumer_overrides={"max_poll_records": 1000})
+    writer.consumer = consumer
+    thread = threading.Thread(target=consumer.run, daemon=True)
+    thread.start()
+    wait_for(lambda: writer.failures >= 2, 60, message="the consumer to be retrying")
+    consumer.stop()
+    thread.join(60)
+    assert not thread.is_alive()
+
+    admin = KafkaAdminClient(bootstrap_servers=pipeline.bootstrap)
+    try:
+        committed = committed_span_records(admin, pipeline)
+    finally:
+        admin.close()
+    stored = pipeline.scalar("SELECT count() FROM {db}.span_events FINAL")
+    assert 0 < committed <= stored, (committed, stored)
+
+    # ClickHouse is back: the next run replays what was given up, and nothing is lost.
+    pipeline.consume_until_idle(idle_s=3)
+    assert pipeline.scalar("SELECT count() FROM {db}.span_events FINAL") == len(emitted)
+    assert pipeline.scalar("SELECT uniqExact(event_id) FROM {db}.span_events") == len(emitted)
 
 
 @pytest.mark.timeout(120)
