@@ -1,6 +1,6 @@
 """Debug payloads of 100 KB, end to end: record_payload -> Kafka -> consumer -> ClickHouse.
 
-    .venv/bin/python benchmarks/payload_throughput.py            # 1,000 payloads, 100 MB
+    .venv/bin/python benchmarks/payload_throughput.py            # 5,000 payloads, 500 MB
     .venv/bin/python benchmarks/payload_throughput.py --quick    # 100 payloads (smoke)
 
 The consumer (``TelemetryConsumer`` + ``ClickHouseWriter`` into a fresh chDB store) runs
@@ -13,6 +13,12 @@ Figure: MB/s end to end = body bytes / (last batch written to ClickHouse - first
 payload recorded). The payload queue is sized to hold the whole run so that nothing is
 dropped for being early; every payload must then be in ClickHouse with its full size.
 Target (DESIGN.md): at least 50 MB/s.
+
+The run is 500 MB because the target is a sustained rate: the last batch reaches
+ClickHouse up to a batch window (GUARDTRACE_BATCH_MAX_SECONDS, 1 s) after the agent's last
+send, and in a 100 MB run (about 2 s) that window alone is a third of the time. The
+tail is reported on its own (``tail_after_agent_seconds``); ``--payloads 1000`` gives
+the short run.
 """
 
 from __future__ import annotations
@@ -57,7 +63,8 @@ def prompt_text(rng: random.Random, size: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--payloads", type=int, default=1000)
+    parser.add_argument("--payloads", type=int, default=5000,
+                        help="payloads to send (default 5,000: 500 MB of 100 KB bodies)")
     parser.add_argument("--size-kb", type=int, default=100, help="body size in KB (1000 bytes)")
     parser.add_argument("--quick", action="store_true", help="smoke size: 100 payloads")
     parser.add_argument("--batch-rows", type=int, default=None,
@@ -121,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     fig.update({
         "payloads": args.payloads, "megabytes": round(mb, 1),
         "end_to_end_seconds": round(end_to_end_s, 3), "mb_per_s": round(rate, 1),
+        "tail_after_agent_seconds": round(end_to_end_s - shipped, 3),
         "agent_record_seconds": round(recorded, 3),
         "agent_ship_seconds": round(shipped, 3), "agent_ship_mb_per_s": round(mb / shipped, 1),
         "clickhouse_write_seconds": round(sum(w[1] - w[0] for w in writes), 3),
@@ -135,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                  [["agent: record_payload (enqueue only)", mb, recorded, mb / recorded],
                   ["agent: shipped to Kafka (redact, zstd, send)", mb, shipped, mb / shipped],
                   ["end to end: into ClickHouse", mb, end_to_end_s, rate]])
+    report.notes.append(f"the last batch was written {end_to_end_s - shipped:.2f} s after the "
+                        "agent's last send (batch window and last insert)")
     report.target("MB/s end to end", rate, ">=", TARGET_MB_PER_S, "MB/s")
     report.target("payloads lost", missing + dropped_at_record, "==", 0, "payloads")
     report.target("body bytes missing", short_bytes, "==", 0, "bytes")
