@@ -385,6 +385,12 @@ class TelemetryConsumer:
         written = self.writer.write(batch.rows) if len(batch.rows) else {}
         for future in batch.dead_letter_futures:
             future.get(timeout=30)
+        # Written: the commit needs only the offsets. Empty the row lists now, because
+        # clickhouse-connect's insert context keeps the list it was given in a reference
+        # cycle (it stores a bound method of itself), so each batch, payload bodies and
+        # all, would otherwise live on until the cyclic GC came round (found measuring
+        # payload_throughput: the Python heap held about three batches of bodies).
+        batch.rows.clear()
         return written
 
     def _finish_in_flight(self, retry: bool) -> bool:

@@ -77,6 +77,12 @@ class DecodedRows:
         return (len(self.spans) + len(self.span_events) + len(self.metric_points)
                 + len(self.payloads) + len(self.dead_letters))
 
+    def clear(self) -> None:
+        """Empty every table's list in place (whoever still holds a list sees it empty)."""
+        for rows in (self.spans, self.span_events, self.metric_points, self.payloads,
+                     self.dead_letters):
+            rows.clear()
+
 
 _SPAN_KINDS = {v: k.removeprefix("SPAN_KIND_").lower() for k, v in Span.SpanKind.items()}
 _STATUS = {v: k.removeprefix("STATUS_CODE_").lower() for k, v in Status.StatusCode.items()}

@@ -261,3 +261,33 @@ def test_batches_are_bounded_by_bytes_not_only_rows(pipeline: Pipeline) -> None:
     # ~75 KB per record after zstd, so at most 4 records fit under the bound per batch.
     assert stats.batches >= 3
     assert pipeline.scalar("SELECT uniqExact(payload_id) FROM {db}.payloads FINAL") == 12
+
+
+class KeepsWhatItWrote:
+    """A ``BatchWriter`` that, like clickhouse-connect's insert context, keeps a reference
+    to every batch of rows it inserted."""
+
+    def __init__(self, inner: ClickHouseWriter) -> None:
+        self.inner = inner
+        self.kept: list[Any] = []
+
+    def write(self, rows: Any) -> dict[str, int]:
+        written = self.inner.write(rows)
+        self.kept.append(rows)
+        return written
+
+
+def test_written_batches_are_released_even_where_the_writer_keeps_them(
+        pipeline: Pipeline) -> None:
+    # clickhouse-connect's InsertContext holds the list it inserted in a reference cycle,
+    # so a written batch lived until the cyclic GC ran; with payloads that was about three
+    # batches of bodies on the heap. The consumer empties a batch's rows once written.
+    telemetry = collectors.configure(set_global=False, **pipeline.collector_settings())
+    request_ids = emit_requests(telemetry, 200)
+    writer = KeepsWhatItWrote(ClickHouseWriter(pipeline.client, pipeline.database))
+    stats = pipeline.consumer(writer=writer, batch_max_rows=100).run(until_idle_s=2)
+    assert len(writer.kept) >= 2 and stats.batches == len(writer.kept)
+    assert [len(rows) for rows in writer.kept] == [0] * len(writer.kept)
+    assert stats.rows_written["span_events"] == len(request_ids)
+    assert stats.rows_written["payloads"] == len(request_ids)
+    assert pipeline.scalar("SELECT uniqExact(event_id) FROM {db}.span_events") == len(request_ids)
