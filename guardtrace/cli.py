@@ -19,6 +19,7 @@ from guardtrace.cli_support import (
     add_kafka_args,
     add_store_args,
     open_store,
+    output_to_devnull,
     positive_float,
     positive_int,
     progress,
@@ -355,6 +356,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `guardtrace payload ID | head`: the reader has what it wanted. End quietly, as
+        # a process killed by SIGPIPE would (128 + 13), not with a traceback.
+        output_to_devnull(sys.stdout)
+        return 141
 
 
 if __name__ == "__main__":

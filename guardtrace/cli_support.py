@@ -15,12 +15,25 @@ from typing import Any
 from guardtrace import environment_variables as env
 
 __all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "int_at_least",
-           "keep_serving_without_a_reader", "open_store", "positive_float", "positive_int",
+           "keep_serving_without_a_reader", "open_store", "output_to_devnull", "positive_float", "positive_int",
            "progress", "require_schema"]
 
 
 class CommandError(Exception):
     """A failure to report as one clear line and exit status 1 (no traceback)."""
+
+
+def output_to_devnull(stream: Any) -> None:
+    """Point ``stream``'s descriptor at /dev/null (its reader has gone).
+
+    What is still buffered, and whatever writes to the descriptor directly, then goes
+    nowhere instead of raising BrokenPipeError, also when Python flushes it at exit.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 class _OutputWithoutReader:
@@ -35,13 +48,7 @@ class _OutputWithoutReader:
         self._stream = stream
 
     def _reader_gone(self) -> None:
-        # Point the descriptor itself at /dev/null: what is still buffered, and whatever
-        # writes to the descriptor directly, then goes nowhere instead of failing.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self._stream.fileno())
-        finally:
-            os.close(devnull)
+        output_to_devnull(self._stream)
 
     def write(self, text: str) -> int:
         try:

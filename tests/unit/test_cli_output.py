@@ -6,6 +6,7 @@ import io
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,20 @@ def test_the_wrapper_is_installed_once_and_keeps_the_stream_interface(
     assert sys.stdout is wrapped
     assert sys.stdout.fileno() == orphaned_pipe.fileno()
     assert sys.stdout.encoding == orphaned_pipe.encoding
+
+
+def test_a_query_piped_into_head_ends_quietly_with_the_sigpipe_status(tmp_path: Path) -> None:
+    # `guardtrace payload ID | head` (found by hand: a BrokenPipeError traceback).
+    import subprocess
+
+    archive = tmp_path / "questions.jsonl"
+    archive.write_text("".join(f'{{"id": {i}, "question": "How many r in strawberry?"}}\n'
+                               for i in range(50_000)))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "guardtrace.cli", "scan", "questions", str(archive)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b'{"id": 0')
+    process.stdout.close()  # what head does once it has its lines
+    assert process.wait(60) == 141
+    assert b"Traceback" not in process.stderr.read()
