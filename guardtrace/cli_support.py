@@ -15,8 +15,8 @@ from typing import Any
 from guardtrace import environment_variables as env
 
 __all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "int_at_least",
-           "keep_serving_without_a_reader", "open_store", "output_to_devnull", "positive_float", "positive_int",
-           "progress", "require_schema"]
+           "keep_serving_without_a_reader", "open_store", "output_to_devnull",
+           "positive_float", "positive_int", "progress", "require_schema"]
 
 
 class CommandError(Exception):
@@ -47,21 +47,18 @@ class _OutputWithoutReader:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
-    def _reader_gone(self) -> None:
-        output_to_devnull(self._stream)
-
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
         except BrokenPipeError:
-            self._reader_gone()
+            output_to_devnull(self._stream)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
         except BrokenPipeError:
-            self._reader_gone()
+            output_to_devnull(self._stream)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
