@@ -46,6 +46,7 @@ from guardtrace.consumers.decode import (
     decode_payload_message,
     decode_spans,
 )
+from guardtrace.consumers.kafka_workarounds import release_parked_records
 from guardtrace.consumers.writer import BatchWriter
 from guardtrace.schemas import names
 
@@ -273,8 +274,7 @@ class TelemetryConsumer:
                         self._finish_in_flight(retry=True)
                     wait_s = max(0.0, self.config.batch_max_seconds
                                  - (time.monotonic() - self._batch.started))
-                    polled = self._consumer.poll(timeout_ms=int(min(wait_s, 0.5) * 1000) or 1)
-                    self.last_poll_monotonic = time.monotonic()
+                    polled = self._poll(timeout_ms=int(min(wait_s, 0.5) * 1000) or 1)
                     got = 0
                     for tp, records in polled.items():
                         for record in records:
@@ -475,12 +475,18 @@ class TelemetryConsumer:
         deadline = time.monotonic() + seconds
         while not self._stop.is_set() and time.monotonic() < deadline:
             self._consumer.pause(*self._consumer.assignment())
-            polled = self._consumer.poll(timeout_ms=200)
+            polled = self._poll(timeout_ms=200)
             for tp, records in polled.items():
                 if records:
                     self._consumer.seek(tp, records[0].offset)
                     self._consumer.pause(tp)
-            self.last_poll_monotonic = time.monotonic()
+
+    def _poll(self, timeout_ms: int) -> dict[TopicPartition, list[Any]]:
+        # Partitions resumed after a retry would otherwise stall (a kafka-python bug).
+        release_parked_records(self._consumer)
+        polled = self._consumer.poll(timeout_ms=timeout_ms)
+        self.last_poll_monotonic = time.monotonic()
+        return polled
 
     def _update_lag(self) -> None:
         try:
