@@ -44,7 +44,8 @@ cols[2].metric("Folded label uses", f"{sum(u.overflow_count for u in usage):,}")
 chart = frame.assign(series=frame["metric"] + " · " + frame["module"])
 st.altair_chart(alt.Chart(chart).mark_bar().encode(
     x=alt.X("distinct agents:Q", scale=alt.Scale(domain=[0, max(cap, int(chart["distinct agents"].max()))])),
-    y=alt.Y("series:N", title=None, sort="-x"),
+    # Altair cuts axis labels at 180 px; "metric · module" needs its full width to be told apart.
+    y=alt.Y("series:N", title=None, sort="-x", axis=alt.Axis(labelLimit=420)),
     tooltip=["metric", "module", "distinct agents", "folded label uses"],
 ) + alt.Chart(pd.DataFrame({"cap": [cap]})).mark_rule(color="red", strokeDash=[4, 4]).encode(
     x="cap:Q"), width="stretch")
