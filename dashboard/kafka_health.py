@@ -61,7 +61,7 @@ def read_consumer_lag(bootstrap: str, group: str, topics: list[str]) -> Consumer
                          "log end": ends[tp], "lag": max(0, ends[tp] - position)})
         return ConsumerLag(bootstrap, group, sum(r["lag"] for r in rows), rows)
     except Exception as exc:  # noqa: BLE001 - shown on the page, with the address
-        return ConsumerLag(bootstrap, group, error=f"{type(exc).__name__}: {exc}")
+        return ConsumerLag(bootstrap, group, error=_describe(exc))
     finally:
         for client in (consumer, admin):
             if client is not None:
@@ -69,6 +69,12 @@ def read_consumer_lag(bootstrap: str, group: str, topics: list[str]) -> Consumer
                     client.close()
                 except Exception:  # noqa: BLE001, S110 - closing a broken client
                     pass
+
+
+def _describe(exc: Exception) -> str:
+    # kafka-python's errors already start with their class name; say it once.
+    text, name = str(exc), type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}"
 
 
 def _fetched_high_watermarks(consumer: Any, positions: dict[Any, int],
