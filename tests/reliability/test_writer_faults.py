@@ -96,6 +96,7 @@ class ClickHouseOutage:
         self.outage_started: float | None = None
         self.failures: list[float] = []  # monotonic time of each failed write
         self.records_seen: list[int] = []  # consumer's record count at each failure
+        self.last_polls: list[float | None] = []  # consumer's last poll at each failure
         self.committed_at_outage: int | None = None
         self.checks = 0
 
@@ -120,6 +121,7 @@ class ClickHouseOutage:
             self.failures.append(now)
             assert self.consumer is not None
             self.records_seen.append(self.consumer.stats.records)
+            self.last_polls.append(self.consumer.last_poll_monotonic)
             assert committed == self.committed_at_outage, "an offset was committed mid-outage"
             if len(self.failures) % 2 == 0:
                 # A server dying mid-batch: the spans are in, their events are not.
@@ -163,6 +165,10 @@ def test_clickhouse_outage_commits_nothing_backs_off_and_recovers_everything(
     one_poll = consumer._consumer.config["max_poll_records"]  # noqa: SLF001
     assert 0 <= seen[1] - seen[0] <= one_poll, seen
     assert writer.checks > len(failures)
+    # ...yet the consumer kept polling through every backoff wait, so it stayed in its
+    # group and its /healthz (which reads last_poll_monotonic) said it was alive.
+    for failed, next_poll in zip(failures, writer.last_polls[1:]):
+        assert next_poll is not None and next_poll > failed, (failures, writer.last_polls)
 
     # Recovery: everything stored exactly once, and all of it committed.
     total = len(before) + len(during)

@@ -132,17 +132,3 @@ def test_stop_releases_the_port(consumer: StandIn) -> None:
     finally:
         again.stop()
 
-
-def test_a_real_consumer_has_the_attribute_the_server_reads() -> None:
-    # The contract with TelemetryConsumer, checked without a broker: the attribute is
-    # initialised in __init__ and assigned by _poll, through which the loop and the
-    # backoff wait both poll.
-    import inspect
-
-    from guardtrace.consumers.consumer import TelemetryConsumer
-
-    assert "self.last_poll_monotonic" in inspect.getsource(TelemetryConsumer.__init__)
-    assert "self.last_poll_monotonic = " in inspect.getsource(TelemetryConsumer._poll)
-    for polling in (TelemetryConsumer.run, TelemetryConsumer._wait):
-        source = inspect.getsource(polling)
-        assert "self._poll(" in source and "self._consumer.poll(" not in source
