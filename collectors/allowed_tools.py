@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardtrace.collectors.errors import GuardInputError, loads_json
+from guardtrace.collectors.errors import GuardInputError, is_mapping, loads_json
 from guardtrace.collectors.tool_suggestions import MAX_SUGGESTIONS, SuggestionIndex
 
 __all__ = [
@@ -188,11 +188,6 @@ class AllowedTools:
         return features
 
 
-def _is_mapping(obj: Any) -> bool:
-    # Most inputs are plain dicts; the ABC check is several times slower.
-    return type(obj) is dict or isinstance(obj, Mapping)
-
-
 def _looks_like_tool_definition(obj: Mapping[str, Any]) -> bool:
     """A single OpenAI/Anthropic definition passed without a surrounding list."""
     if obj.get("type") == "function" and isinstance(obj.get("function"), Mapping):
@@ -242,12 +237,12 @@ class _Builder:
         if isinstance(item, str):
             self.add_name(item, where)
             return
-        if not _is_mapping(item):
+        if not is_mapping(item):
             raise GuardInputError(
                 f"{where}: expected a tool name or a tool definition object, "
                 f"got {type(item).__name__}")
         function = item.get("function")
-        if _is_mapping(function):  # OpenAI Chat Completions form
+        if is_mapping(function):  # OpenAI Chat Completions form
             item = function
         name = item.get("name")
         if not isinstance(name, str) or not name.strip():

@@ -11,7 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GuardInputError", "loads_json", "record_label", "require_object", "require_text"]
+__all__ = ["GuardInputError", "is_mapping", "loads_json", "record_label", "require_object",
+           "require_text"]
 
 
 class GuardInputError(ValueError):
@@ -28,6 +29,12 @@ def loads_json(text: str, problem: str) -> Any:
     except json.JSONDecodeError as exc:
         raise GuardInputError(
             f"{problem} (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def is_mapping(obj: Any) -> bool:
+    """Whether ``obj`` reads as a JSON object (a dict or any other Mapping)."""
+    # Most inputs are plain dicts; the ABC check is several times slower.
+    return type(obj) is dict or isinstance(obj, Mapping)
 
 
 def require_object(obj: Any, expected: str) -> Mapping[str, Any]:

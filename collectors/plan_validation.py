@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from guardtrace.collectors.allowed_tools import AllowedTools, _is_mapping, suggest_tools
-from guardtrace.collectors.errors import GuardInputError, loads_json, require_object
+from guardtrace.collectors.allowed_tools import AllowedTools, suggest_tools
+from guardtrace.collectors.errors import GuardInputError, is_mapping, loads_json, require_object
 from guardtrace.collectors.tool_suggestions import MAX_SUGGESTIONS
 
 __all__ = [
@@ -171,7 +171,7 @@ def _parse_plan(plan: Any) -> list[PlanStep]:
         plan = plan.decode("utf-8", errors="replace")
     if isinstance(plan, str):
         plan = loads_json(plan, "plan: not valid JSON")
-    if _is_mapping(plan):
+    if is_mapping(plan):
         if "steps" not in plan:
             raise GuardInputError("plan: object has no 'steps' list")
         steps = plan["steps"]
@@ -198,7 +198,7 @@ def _step_ref(value: Any, where: str, what: str) -> str:
 
 def _parse_step(raw: Any, position: int) -> PlanStep:
     where = f"plan step {position}"
-    if not _is_mapping(raw):
+    if not is_mapping(raw):
         raise GuardInputError(f"{where}: expected an object, got {type(raw).__name__}")
     tool = raw.get("tool")
     key = "tool"
@@ -222,7 +222,7 @@ def _parse_step(raw: Any, position: int) -> PlanStep:
         raise GuardInputError(
             f"{where}: 'depends_on' must be a list of step ids, got {type(deps_raw).__name__}")
     metadata = raw.get("metadata")
-    capability = metadata.get("capability") if _is_mapping(metadata) else None
+    capability = metadata.get("capability") if is_mapping(metadata) else None
     if capability is None:
         capability = raw.get("capability")
     if capability is not None and not isinstance(capability, str):
