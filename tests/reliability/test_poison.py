@@ -146,7 +146,7 @@ def test_ten_percent_poison_is_dead_lettered_and_the_good_lands_exactly_once(
     assert len(rows) == poison_total
     expected = Counter((topics[p.topic_role], p.reason_kind) for p in kinds)
     found = Counter()
-    for topic, kind, value_bytes in rows:
+    for topic, kind, _value_bytes in rows:
         match = [k for t, k in expected if t == topic and k in kind]
         assert match, (topic, kind)
         found[(topic, match[0])] += 1

@@ -90,6 +90,7 @@ def test_span_rows(traced: dict[str, Any]) -> None:
     assert p["span_id"] == f"{parent.context.span_id:016x}"
     assert p["parent_span_id"] == ""
     assert c["parent_span_id"] == p["span_id"]
+    assert c["span_id"] == f"{child.context.span_id:016x}"
     assert c["trace_id"] == p["trace_id"]
     assert p["kind"] == "server" and c["kind"] == "internal"
     assert p["service"] == SERVICE and p["scope_name"] == "guardtrace"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 import pytest
@@ -239,7 +240,7 @@ def test_allow_rules_silence_site_specific_truths() -> None:
 
 
 def test_invalid_pattern_fails_at_construction() -> None:
-    with pytest.raises(Exception):  # re.error
+    with pytest.raises(re.error):
         PatternBank(action=["(unclosed"])
 
 
