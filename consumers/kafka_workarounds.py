@@ -13,7 +13,8 @@ __all__ = ["release_parked_records"]
 def release_parked_records(consumer: Any) -> None:
     """Let the fetcher hand back records it parked for a partition that has been resumed.
 
-    kafka-python 3.0.12 (KAFKA-7548, "retain fetched data for paused partitions") parks
+    kafka-python 3.0.12 (KAFKA-7548, "retain fetched data for paused partitions", added
+    by dpkp/kafka-python pull request 2981) parks
     the unread rest of a fetch when its partition is paused, and restores it on a later
     poll only while no other fetch result is "in line". But a fully read fetch result
     stays in line as an empty object, never ``None``, so after any other partition's
