@@ -14,6 +14,8 @@ are shared and noisy, and absolute figures move with the load (recorded in
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import logging
 import math
@@ -320,6 +322,23 @@ class ConsumerProcess:
         peak_kb = max(self.sampler.peak_hwm_kb, self.sampler.peak_rss_kb,
                       int(result.get("ru_maxrss_kb", 0)))
         return result, peak_kb / 1024, self.sampler.peak_anon_kb / 1024
+
+
+def add_profile_argument(parser: argparse.ArgumentParser) -> None:
+    """``--profile FILE``: a pyinstrument profile of the consumer process."""
+    parser.add_argument("--profile", default=None, metavar="FILE",
+                        help="write a pyinstrument profile of the consumer to FILE "
+                             "(needs the bench extra: pip install -e '.[bench]')")
+
+
+def check_profile_argument(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse ``--profile`` before any work when pyinstrument is missing.
+
+    Without this the consumer process would fail only after the emit phase, minutes in.
+    """
+    if args.profile and importlib.util.find_spec("pyinstrument") is None:
+        parser.error("--profile needs pyinstrument, which is not installed: "
+                     "pip install -e '.[bench]'")
 
 
 def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, Any], float, float]:

@@ -32,6 +32,8 @@ import uuid
 from _common import (
     ConsumerProcess,
     Report,
+    add_profile_argument,
+    check_profile_argument,
     collector_settings,
     consumer_args,
     log,
@@ -69,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke size: 100 payloads")
     parser.add_argument("--batch-rows", type=int, default=None,
                         help="consumer batch size (default: GUARDTRACE_BATCH_MAX_ROWS)")
-    parser.add_argument("--profile", default=None,
-                        help="write a pyinstrument profile of the consumer to this file")
+    add_profile_argument(parser)
     args = parser.parse_args(argv)
+    check_profile_argument(parser, args)
     if args.quick:
         args.payloads = min(args.payloads, 100)
     size = args.size_kb * 1000

@@ -33,6 +33,8 @@ from typing import Any
 from _common import (
     Report,
     SdkDropCounter,
+    add_profile_argument,
+    check_profile_argument,
     collector_settings,
     consumer_args,
     log,
@@ -155,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="consumer batch size (default: GUARDTRACE_BATCH_MAX_ROWS)")
     parser.add_argument("--agents", type=int, default=50, help="distinct agent labels")
     parser.add_argument("--skip-bare", action="store_true", help="no baseline run")
-    parser.add_argument("--profile", default=None,
-                        help="write a pyinstrument profile of the consumer to this file")
+    add_profile_argument(parser)
     args = parser.parse_args(argv)
+    check_profile_argument(parser, args)
     if args.quick:
         args.events = min(args.events, 50_000)
     batch_rows = args.batch_rows or env.read_int(env.BATCH_MAX_ROWS, minimum=1)

@@ -14,14 +14,14 @@ def release_parked_records(consumer: Any) -> None:
     """Let the fetcher hand back records it parked for a partition that has been resumed.
 
     kafka-python 3.0.12 (KAFKA-7548, "retain fetched data for paused partitions", added
-    by dpkp/kafka-python pull request 2981) parks
-    the unread rest of a fetch when its partition is paused, and restores it on a later
-    poll only while no other fetch result is "in line". But a fully read fetch result
-    stays in line as an empty object, never ``None``, so after any other partition's
-    fetch the parked rest is never restored; the fetcher also never fetches a partition
-    that has parked records. The resumed partition then stalls for good while its lag
-    grows (found by the reliability suite: after a ClickHouse outage and a rebalance the
-    surviving consumer stopped reading one partition).
+    by dpkp/kafka-python pull request 2981) parks the unread rest of a fetch when its
+    partition is paused, and restores it on a later poll only while no other fetch result
+    is "in line". But a fully read fetch result stays in line as an empty object, never
+    ``None``, so after any other partition's fetch the parked rest is never restored; the
+    fetcher also never fetches a partition that has parked records. The resumed partition
+    then stalls for good while its lag grows (found by the reliability suite: after a
+    ClickHouse outage and a rebalance the surviving consumer stopped reading one
+    partition).
 
     Clearing the empty slot before each poll lets the restore run. It touches private
     attributes, so it does nothing when they are not there (a kafka-python whose fetcher

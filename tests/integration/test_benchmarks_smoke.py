@@ -29,3 +29,19 @@ def test_hook_overhead_smoke_ends_with_its_json_line() -> None:
     assert "emit path median / bare OTel median" in names
     assert record["figures"]["emit"]["calls"] == 400
     assert all(isinstance(target["met"], bool) for target in record["targets"])
+
+
+@pytest.mark.parametrize("script", ["pipeline_throughput.py", "payload_throughput.py"])
+def test_profile_without_pyinstrument_is_refused_before_any_work(script: str) -> None:
+    # pyinstrument comes with the bench extra, not the test extra; hide it either way.
+    path = REPO / "benchmarks" / script
+    code = ("import runpy, sys; sys.modules['pyinstrument'] = None; "
+            f"sys.path.insert(0, {str(path.parent)!r}); "
+            f"sys.argv = [{str(path)!r}, '--profile', 'profile.txt']; "
+            f"runpy.run_path({str(path)!r}, run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "--profile needs pyinstrument" in run.stderr
+    assert "pip install -e '.[bench]'" in run.stderr
+    assert run.stdout == ""  # refused before the broker started or anything was emitted
