@@ -365,16 +365,12 @@ class TelemetryConsumer:
         """Finish the batch in flight, then start inserting the current one."""
         if not self._finish_in_flight(retry=True):
             return
-        if self._abandoned:
-            self._batch = _Batch()
-            return
         batch, self._batch = self._batch, _Batch()
         self._in_flight = (batch, self._write_thread.submit(self._write, batch))
 
     def _flush(self, retry: bool) -> bool:
         """Write and commit the batch in flight and then the current one, in that order."""
-        if not self._finish_in_flight(retry) or self._abandoned:
-            self._batch = _Batch()
+        if not self._finish_in_flight(retry):
             return False
         if self._batch.records:
             self._hand_off()
@@ -396,23 +392,24 @@ class TelemetryConsumer:
     def _finish_in_flight(self, retry: bool) -> bool:
         """Wait for the batch in flight, retrying it here if it failed, and commit it.
 
-        False if it was abandoned (``retry`` off, or stopping): the current batch is
-        then dropped too, since committing it would pass the unwritten records.
+        False once a batch has been abandoned (``retry`` off, or stopping), now or
+        earlier in the run: the current batch is then dropped too, since committing it
+        would pass the unwritten records.
         """
-        if self._in_flight is None:
-            return True
-        batch, write = self._in_flight
-        self._in_flight = None
-        try:
-            written = write.result()
-        except Exception as exc:  # noqa: BLE001 - any failure: keep and retry
-            written = self._write_with_retry(batch, retry, exc)
+        if self._in_flight is not None:
+            batch, write = self._in_flight
+            self._in_flight = None
+            try:
+                written = write.result()
+            except Exception as exc:  # noqa: BLE001 - any failure: keep and retry
+                written = self._write_with_retry(batch, retry, exc)
             if written is None:
                 self._abandoned = True
-                self._batch = _Batch()
-                return False
-        self._commit(batch, written)
-        return True
+            else:
+                self._commit(batch, written)
+        if self._abandoned:
+            self._batch = _Batch()
+        return not self._abandoned
 
     def _write_with_retry(self, batch: _Batch, retry: bool,
                           failure: Exception) -> dict[str, int] | None:
