@@ -12,12 +12,18 @@ Accepted ``allowed`` forms (or a JSON string of the list/mapping forms):
 * agent -> capabilities: ``{"weather-tool-v2": ["get_current_weather"]}`` (a mapping of
   capability -> description, a list of ``{"name": ...}`` objects, ``None`` for "unknown"
   or a description string work as values too);
-* OpenAI tool definitions ``{"type": "function", "function": {"name": ...}}``;
-* Anthropic tool definitions ``{"name": ..., "description": ..., "input_schema": ...}``
-  (any object with a ``"name"``, optionally ``"capabilities"``);
+* tool definitions in every shape :mod:`guardtrace.collectors.tool_catalog` reads
+  (OpenAI chat and Responses tools including built-ins, Anthropic tools including
+  server tools, MCP ``tools/list`` results and ``mcp.types.Tool`` objects, any object
+  with a name and a JSON schema), one at a time or in a list, dicts or SDK objects;
+  our agent objects ``{"name": ..., "capabilities": [...]}`` add capabilities;
 * the capability text planners are shown: ``Agent: weather-tool-v2 (ID: weather-tool-v2)``
   lines followed by ``  - Capability: get_current_weather`` and ``Description:`` lines;
 * an :class:`AllowedTools` parsed earlier (skips re-parsing in loops).
+
+Tool definitions are read by :func:`~guardtrace.collectors.tool_catalog.read_tool_definition`
+only: one parser for every guard. The specs are kept (:meth:`AllowedTools.spec`), and
+their parameter schemas let suggestions weigh a step's arguments.
 
 Capabilities are checked only where ``allowed`` lists them: a step that names an allowed
 agent with a capability the agent does not list is ``hallucinated_capability``.
@@ -31,7 +37,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardtrace.collectors.errors import GuardInputError, is_mapping, loads_json
-from guardtrace.collectors.tool_suggestions import MAX_SUGGESTIONS, SuggestionIndex
+from guardtrace.collectors.tool_catalog import (
+    ToolSpec,
+    looks_like_tool_definition,
+    read_tool_definition,
+    tool_list_in,
+)
+from guardtrace.collectors.tool_suggestions import (
+    MAX_SUGGESTIONS,
+    ParameterNames,
+    SuggestionIndex,
+)
 
 __all__ = [
     "AllowedTools",
@@ -51,6 +67,7 @@ class _Entry:
     name: str
     capabilities: list[str] | None = None
     texts: list[str] = field(default_factory=list)
+    spec: ToolSpec | None = None
 
     def add_capability(self, capability: str, text: str = "") -> None:
         if self.capabilities is None:
@@ -108,14 +125,19 @@ class AllowedTools:
             else:
                 builder.add_capability_text(text)
                 return builder.build()
-        if isinstance(allowed, Mapping):
-            if _looks_like_tool_definition(allowed):
-                builder.add_item(allowed, where)
-            else:
-                builder.add_agent_map(allowed)
+        tools = tool_list_in(allowed)
+        if tools is not None:  # an MCP tools/list result, its JSON-RPC response
+            envelope = "result.tools" if is_mapping(allowed) and "jsonrpc" in allowed \
+                else "tools"
+            for index, item in enumerate(tools):
+                builder.add_item(item, f"{where}.{envelope}[{index}]")
         elif isinstance(allowed, (list, tuple, set, frozenset)):
             for index, item in enumerate(allowed):
                 builder.add_item(item, f"{where}[{index}]")
+        elif _is_single_definition(allowed):
+            builder.add_item(allowed, where)
+        elif isinstance(allowed, Mapping):
+            builder.add_agent_map(allowed)
         else:
             raise GuardInputError(
                 f"{where}: expected a list of tool names or definitions, an agent -> "
@@ -138,6 +160,11 @@ class AllowedTools:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def spec(self, name: str) -> ToolSpec | None:
+        """The tool definition ``name`` was read from, or None (a bare name, an agent)."""
+        entry = self._lookup.get(name)
+        return entry.spec if entry is not None else None
+
     def capabilities(self, name: str) -> tuple[str, ...] | None:
         """The capabilities listed for ``name``, or None if none were listed."""
         entry = self._lookup.get(name)
@@ -155,9 +182,18 @@ class AllowedTools:
                 lines.append(entry.name)
         return lines
 
-    def suggest(self, name: str, limit: int = MAX_SUGGESTIONS) -> tuple[str, ...]:
-        """The allowed names closest to ``name``, best first (see :func:`suggest_tools`)."""
-        return self._name_features().rank(name, limit) if self._entries else ()
+    def suggest(self, name: str, limit: int = MAX_SUGGESTIONS,
+                arguments: Any = None) -> tuple[str, ...]:
+        """The allowed names closest to ``name``, best first (see :func:`suggest_tools`).
+
+        Args:
+            name: The invented name.
+            limit: At most this many names.
+            arguments: The step's arguments, matched against the tools' parameters.
+        """
+        if not self._entries:
+            return ()
+        return self._name_features().rank(name, limit, arguments)
 
     # -- resolution used by validate_plan -----------------------------------------------
     def _resolve(self, tool: str) -> tuple[_Entry | None, str | None]:
@@ -176,7 +212,9 @@ class AllowedTools:
     def _name_features(self) -> SuggestionIndex:
         if self._features is None:
             self._features = SuggestionIndex(
-                (e.name, e.name, " ".join([*(e.capabilities or ()), *e.texts]))
+                (e.name, e.name, " ".join([*(e.capabilities or ()), *e.texts,
+                                           *_parameter_names(e.spec)]),
+                 ParameterNames.from_schema(e.spec.parameters) if e.spec else None)
                 for e in self._entries.values())
         return self._features
 
@@ -188,12 +226,23 @@ class AllowedTools:
         return features
 
 
-def _looks_like_tool_definition(obj: Mapping[str, Any]) -> bool:
-    """A single OpenAI/Anthropic definition passed without a surrounding list."""
-    if obj.get("type") == "function" and isinstance(obj.get("function"), Mapping):
+def _parameter_names(spec: ToolSpec | None) -> list[str]:
+    """A tool's parameter names, as words describing it: a "movie_details.extra_info"
+    call is after the tool that takes ``extra_info``."""
+    properties = spec.parameters.get("properties") if spec and spec.parameters else None
+    return [k for k in properties if isinstance(k, str)] if is_mapping(properties) else []
+
+
+def _is_single_definition(obj: Any) -> bool:
+    """One tool definition (or agent object) passed without a surrounding list.
+
+    A mapping that is none is an agent -> capabilities map.
+    """
+    if not isinstance(obj, Mapping):
+        return looks_like_tool_definition(obj)  # an SDK object such as mcp.types.Tool
+    if looks_like_tool_definition(obj):
         return True
-    return isinstance(obj.get("name"), str) and any(
-        key in obj for key in ("input_schema", "parameters", "description", "capabilities"))
+    return isinstance(obj.get("name"), str) and "capabilities" in obj
 
 
 class _Builder:
@@ -237,25 +286,16 @@ class _Builder:
         if isinstance(item, str):
             self.add_name(item, where)
             return
-        if not is_mapping(item):
-            raise GuardInputError(
-                f"{where}: expected a tool name or a tool definition object, "
-                f"got {type(item).__name__}")
-        function = item.get("function")
-        if is_mapping(function):  # OpenAI Chat Completions form
-            item = function
-        name = item.get("name")
-        if not isinstance(name, str) or not name.strip():
-            raise GuardInputError(
-                f"{where}: unknown tool form: expected a name, an OpenAI "
-                f"{{'type': 'function', 'function': {{'name': ...}}}} or an Anthropic "
-                f"{{'name': ..., 'input_schema': ...}} definition")
-        name = name.strip()
-        entry = self.entry(name)
-        description = item.get("description")
-        if isinstance(description, str) and description:
-            entry.texts.append(description)
-        if "capabilities" in item:
+        specs = read_tool_definition(item, where)
+        entry = None
+        for spec in specs:
+            entry = self.entry(spec.name)
+            if entry.spec is None:
+                entry.spec = spec
+                if spec.description:
+                    entry.texts.append(spec.description)
+        # Our agent objects list capabilities: {"name": ..., "capabilities": [...]}.
+        if entry is not None and is_mapping(item) and "capabilities" in item:
             self.add_capabilities(entry, item["capabilities"], f"{where}.capabilities")
 
     def add_agent_map(self, mapping: Mapping[Any, Any]) -> None:
