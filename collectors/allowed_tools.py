@@ -54,6 +54,8 @@ __all__ = [
     "suggest_tools",
 ]
 
+# No tool-calling API allows parameter names near this long.
+_MAX_PARAMETER_CHARS = 256
 _AGENT_LINE_RE = re.compile(
     r"^\s*Agent:\s*(?P<name>.+?)\s*(?:\(\s*ID:\s*(?P<id>[^)]+?)\s*\))?\s*$")
 _CAPABILITY_LINE_RE = re.compile(r"^\s*-\s*Capability:\s*(?P<cap>\S+)")
@@ -212,8 +214,8 @@ class AllowedTools:
     def _name_features(self) -> SuggestionIndex:
         if self._features is None:
             self._features = SuggestionIndex(
-                (e.name, e.name, " ".join([*(e.capabilities or ()), *e.texts,
-                                           *_parameter_names(e.spec)]),
+                (e.name, e.name, [*(e.capabilities or ()), *e.texts,
+                                  " ".join(_parameter_names(e.spec))],
                  ParameterNames.from_schema(e.spec.parameters) if e.spec else None)
                 for e in self._entries.values())
         return self._features
@@ -230,7 +232,10 @@ def _parameter_names(spec: ToolSpec | None) -> list[str]:
     """A tool's parameter names, as words describing it: a "movie_details.extra_info"
     call is after the tool that takes ``extra_info``."""
     properties = spec.parameters.get("properties") if spec and spec.parameters else None
-    return [k for k in properties if isinstance(k, str)] if is_mapping(properties) else []
+    if not is_mapping(properties):
+        return []
+    # Parameter names are words, not text: a pathological one is left out.
+    return [k for k in properties if isinstance(k, str) and len(k) <= _MAX_PARAMETER_CHARS]
 
 
 def _is_single_definition(obj: Any) -> bool:

@@ -26,9 +26,13 @@ a failure there never changes the outcome):
 
 * every validation that finds hallucinations emits ``llm.hallucination_detected`` and
   counts ``plan_generation.hallucinations{agent}`` once per distinct invented name, logs
-  one WARN line and records one ``hallucination_detection`` payload. ``hall_retry`` is
-  the number of retries that preceded the rejected plan (0 = the first plan), so the
-  final, unretried detection is visible too;
+  one WARN line (all three by
+  :func:`~guardtrace.collectors.plan_validation.report_hallucinations`, the emitter
+  :func:`~guardtrace.collectors.plan_validation.validate_plan` uses on its own: the loop
+  validates with ``emit=False`` so nothing is emitted twice) and records one
+  ``hallucination_detection`` payload. ``hall_retry`` is the number of retries that
+  preceded the rejected plan (0 = the first plan), so the final, unretried detection is
+  visible too;
 * each retry emits ``..._regeneration_complete`` or ``..._regeneration_failed``;
 * a valid plan after any hallucination emits ``llm.hallucination_recovered`` and counts
   ``plan_generation.hallucination_recovered{retries_used}``; a last plan that still
@@ -45,11 +49,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from guardtrace.collectors.plan_validation import (
+    OPERATION,  # noqa: F401 - re-exported: it used to be defined here
+    PLANNING_TELEMETRY,
+    STATUS_DETECTED,  # noqa: F401 - re-exported: it used to be defined here
     AllowedTools,
     PlanErrorType,
     PlanIssue,
     PlanStep,
     PlanValidationResult,
+    report_hallucinations,
     validate_plan,
 )
 from guardtrace.collectors.telemetry import GuardTelemetry, guarded, new_request_id
@@ -69,8 +77,8 @@ __all__ = [
     "generate_validated_plan",
 ]
 
-OPERATION = "hallucination_detection"
-_TELEMETRY = GuardTelemetry(names.MODULE_PLANNING, OPERATION)
+# One telemetry for the planning module: validate_plan and the loop emit alike.
+_TELEMETRY = PLANNING_TELEMETRY
 
 # Keys of the hallucination debug payload body (besides names.ATTR_* ones).
 _BODY_PROMPT = "prompt"
@@ -79,8 +87,7 @@ _BODY_ALLOWED = "allowed"
 _BODY_RETRY = "retry"
 _BODY_ERRORS = "errors"
 
-# Values of the log `status` field.
-STATUS_DETECTED = "detected"
+# Values of the log `status` field (STATUS_DETECTED comes with validate_plan's emitter).
 STATUS_INVALID = "invalid"
 STATUS_RECOVERED = "recovered"
 STATUS_UNRECOVERABLE = "unrecoverable"
@@ -353,13 +360,6 @@ def _skip(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _first_per_name(issues: tuple[PlanIssue, ...]) -> list[PlanIssue]:
-    seen: dict[str | None, PlanIssue] = {}
-    for issue in issues:
-        seen.setdefault(issue.tool, issue)
-    return list(seen.values())
-
-
 class _Reporter:
     """All telemetry of one run. Every method is guarded: telemetry cannot change the
     outcome, even with a custom ``GuardTelemetry`` that raises."""
@@ -377,32 +377,10 @@ class _Reporter:
     def detected(self, result: PlanValidationResult, attempt: PlanAttempt, plan: Any,
                  prompt: str | None) -> None:
         catalog = result.allowed
-        for issue in _first_per_name(result.hallucinations):
-            capability = (issue.capability
-                          if issue.error_type is PlanErrorType.HALLUCINATED_CAPABILITY
-                          else None)
-            self.t.event(names.EVENT_HALLUCINATION_DETECTED, self.request_id, {
-                names.ATTR_HALLUCINATED_AGENT: issue.tool,
-                names.ATTR_AGENT: issue.tool,
-                names.ATTR_HALLUCINATED_CAPABILITY: capability,
-                names.ATTR_ALLOWED_AGENT_COUNT: catalog.agent_count,
-                names.ATTR_HALL_RETRY: attempt.retry,
-                names.ATTR_MAX_HALL_RETRIES: self.budget,
-                names.ATTR_SUGGESTED_TOOLS: list(issue.suggested_tools),
-                names.ATTR_ERROR_TYPE: str(issue.error_type),
-            })
-            self.t.count(names.METRIC_HALLUCINATIONS, agent=issue.tool)
+        report_hallucinations(result, request_id=self.request_id, telemetry=self.t,
+                              retry=attempt.retry, max_retries=self.budget,
+                              duration_ms=self.ms())
         hallucinated = list(result.hallucinated_names)
-        self.t.log(
-            logging.WARNING, "LLM planner hallucinated a tool not in its allowed list",
-            request_id=self.request_id, status=STATUS_DETECTED,
-            error="; ".join(e.message for e in result.hallucinations),
-            duration_ms=self.ms(),
-            **{names.ATTR_HALLUCINATED_AGENT: hallucinated[0],
-               names.ATTR_HALLUCINATED_AGENTS: hallucinated,
-               names.ATTR_ALLOWED_AGENTS: list(catalog.names),
-               names.ATTR_HALL_RETRY: attempt.retry,
-               names.ATTR_MAX_HALL_RETRIES: self.budget})
         self.t.payload(self.request_id, names.PAYLOAD_KIND_HALLUCINATION, {
             _BODY_PROMPT: prompt if prompt is not None else attempt.compose(attempt.request),
             _BODY_RESPONSE: plan,
@@ -576,7 +554,8 @@ def generate_validated_plan(
     attempt = PlanAttempt(request=request, allowed=allowed, original_request=request,
                           catalog=catalog)
     plan, prompt = _unwrap(generate(attempt))
-    result = validate_plan(plan, catalog)
+    # Validated quietly: the loop reports each detection itself, with its retry count.
+    result = validate_plan(plan, catalog, emit=False)
     hallucinated = False
 
     while not result.valid:
@@ -591,7 +570,7 @@ def generate_validated_plan(
         report.retrying(attempt, result.allowed)
         try:
             plan, prompt = _unwrap(generate(attempt))
-            new_result = validate_plan(plan, attempt.catalog)
+            new_result = validate_plan(plan, attempt.catalog, emit=False)
         except Exception as exc:
             report.regeneration_failed(exc, attempt.retry, result.hallucinated_names)
             cause = (f"the planner hallucinated {', '.join(result.hallucinated_names)}"

@@ -105,6 +105,13 @@ _HEAD_WEIGHT = 2.0
 # Descriptions are looser evidence than names, so their matches rank below name matches.
 _DESCRIPTION_FACTOR = 0.9
 _TYPO_RATIO = 0.8
+# Longer names and argument names are not attempts at a name: every tool-calling API
+# caps names far below this (OpenAI at 64 characters, MCP clients similarly), so such a
+# name gets no suggestion and no classification, and costs nothing to look at.
+_MAX_NAME_CHARS = 256
+# Descriptions are searched only this far: the words that say what a tool does come
+# first, and a bound keeps a pathological catalogue cheap.
+_MAX_TEXT_CHARS = 4096
 # How much the fit of the call's arguments to a tool's parameters counts against the
 # name score (0.5: as much as the name). Arguments are what the model meant to pass, so
 # they identify the tool as well as its name does, and better for synonyms.
@@ -254,6 +261,8 @@ def classify_unknown_name(name: str) -> str | None:
         or names the chat runtime (``func1``, ``tools.call``, ``python``,
         ``multi_tool_use.parallel``), else None (an invented or misspelt tool).
     """
+    if len(name) > _MAX_NAME_CHARS:
+        return None
     if name.strip().lower() in ("n/a", "na"):
         return ABSTENTION
     raw = _words(name)
@@ -310,8 +319,11 @@ class ParameterNames:
     __slots__ = ("properties", "required")
 
     def __init__(self, properties: Iterable[str], required: Iterable[str] = ()) -> None:
-        self.properties = frozenset(k for k in map(_key, properties) if k)
-        self.required = frozenset(k for k in map(_key, required) if k) & self.properties
+        self.properties = frozenset(
+            k for k in map(_key, (p for p in properties if len(p) <= _MAX_NAME_CHARS)) if k)
+        self.required = frozenset(
+            k for k in map(_key, (r for r in required if len(r) <= _MAX_NAME_CHARS)) if k
+        ) & self.properties
 
     @classmethod
     def from_schema(cls, schema: Any) -> ParameterNames | None:
@@ -333,19 +345,23 @@ def argument_names(arguments: Any) -> frozenset[str]:
     a mapping: positional or free-text input says nothing about parameter names)."""
     if not isinstance(arguments, Mapping):
         return frozenset()
-    return frozenset(k for k in (_key(a) for a in arguments if isinstance(a, str)) if k)
+    return frozenset(k for k in (_key(a) for a in arguments
+                                 if isinstance(a, str) and len(a) <= _MAX_NAME_CHARS) if k)
 
 
 class _Candidate:
     __slots__ = ("label", "canonical", "content", "joined", "bag", "params")
 
-    def __init__(self, label: str, name: str, text: str,
+    def __init__(self, label: str, name: str, text: str | Iterable[str],
                  params: ParameterNames | None = None) -> None:
         self.label = label
-        stems, self.content = _name_tokens(name)
+        # Bounded, like invented names: no real tool name comes near the bound.
+        stems, self.content = _name_tokens(name[:_MAX_NAME_CHARS])
         self.canonical = "_".join(stems)
         self.joined = "".join(self.content)
-        self.bag = frozenset(self.content) | _text_tokens(text)
+        pieces = (text,) if isinstance(text, str) else text
+        self.bag = frozenset(self.content).union(
+            *(_text_tokens(piece[:_MAX_TEXT_CHARS]) for piece in pieces))
         self.params = params
 
 
@@ -359,8 +375,8 @@ class SuggestionIndex:
     Args:
         items: ``(label, name, text)`` or ``(label, name, text, parameters)`` per
             candidate: ``label`` is what :meth:`rank` returns, ``name`` is what is
-            compared, ``text`` is descriptive text (descriptions, capability names)
-            searched as looser evidence (may be empty), ``parameters`` the
+            compared, ``text`` is descriptive text (descriptions, capability names; a
+            string or several) searched as looser evidence (may be empty), ``parameters`` the
             :class:`ParameterNames` of the tool's input schema, or None when unknown.
     """
 
@@ -391,10 +407,11 @@ class SuggestionIndex:
                 each candidate's parameters), or None.
 
         Returns:
-            Up to ``limit`` labels; empty when nothing scores high enough, and for
-            abstentions and placeholders (:func:`classify_unknown_name`).
+            Up to ``limit`` labels; empty when nothing scores high enough, for
+            abstentions and placeholders (:func:`classify_unknown_name`), and for names
+            longer than any tool-calling API allows.
         """
-        if classify_unknown_name(name) is not None:
+        if len(name) > _MAX_NAME_CHARS or classify_unknown_name(name) is not None:
             return ()
         stems, content = _name_tokens(name)
         canonical = "_".join(stems)

@@ -1,10 +1,17 @@
 """Plan validation (family 1): every rule fires and stays quiet, every allowed form,
-suggestions, bad input, and the offline scanner entry point."""
+tool calls as the plan, suggestions (arguments included), abstentions and placeholders,
+telemetry of its own, bad input, and the offline scanner entry point.
+
+SDK objects are stood in for by dataclasses with the SDK types' attribute names: the
+validator reads them by attribute, as it reads the real ones."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -16,6 +23,10 @@ from guardtrace.collectors.plan_validation import (
     suggest_tools,
     validate_plan,
 )
+from guardtrace.collectors.telemetry import GuardTelemetry
+from guardtrace.collectors.testing import capture
+from guardtrace.collectors.tool_suggestions import ABSTENTION, classify_unknown_name
+from guardtrace.schemas import names
 
 # Seed 003: the capability text the planner was shown.
 WEATHER_ONLY_TEXT = """Available Agents and Capabilities:
@@ -453,3 +464,407 @@ def test_scan_plan_input_rejects_malformed_records(record, message):
     with pytest.raises(GuardInputError) as info:
         scan_plan_input(record)
     assert message in str(info.value)
+
+
+# --- tool calls as the plan ----------------------------------------------------------------
+
+WEATHER_TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "Current time in a timezone.",
+        "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}}}},
+]
+CHAT_MESSAGE = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "call_1", "type": "function",
+     "function": {"name": "get_wether", "arguments": '{"city": "Paris"}'}},
+    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}
+
+
+@dataclass
+class Function:  # openai.types.chat.chat_completion_message_function_tool_call.Function
+    name: str
+    arguments: str
+
+
+@dataclass
+class ChatToolCall:  # openai ChatCompletionMessageFunctionToolCall
+    id: str
+    function: Function
+    type: str = "function"
+
+
+@dataclass
+class ChatMessage:  # openai ChatCompletionMessage
+    content: str | None
+    tool_calls: list[ChatToolCall] | None
+    role: str = "assistant"
+    function_call: Any = None
+
+
+@dataclass
+class Choice:  # openai Choice
+    index: int
+    message: ChatMessage
+    finish_reason: str = "tool_calls"
+
+
+@dataclass
+class ChatCompletion:  # openai ChatCompletion
+    id: str
+    choices: list[Choice]
+
+
+@dataclass
+class ToolUseBlock:  # anthropic.types.ToolUseBlock
+    id: str
+    name: str
+    input: dict[str, Any]
+    type: str = "tool_use"
+
+
+@dataclass
+class TextBlock:  # anthropic.types.TextBlock
+    text: str
+    type: str = "text"
+
+
+@dataclass
+class AnthropicMessage:  # anthropic.types.Message
+    content: list[Any]
+    role: str = "assistant"
+    type: str = "message"
+
+
+@dataclass
+class ResponseFunctionToolCall:  # openai.types.responses.ResponseFunctionToolCall
+    call_id: str
+    name: str
+    arguments: str
+    id: str = "fc_1"
+    type: str = "function_call"
+
+
+@dataclass
+class Response:  # openai.types.responses.Response
+    output: list[Any]
+
+
+def calls(result):
+    return [(s.step_id, s.tool, s.arguments) for s in result.steps]
+
+
+EXPECTED_CHAT = [("call_1", "get_wether", {"city": "Paris"}), ("call_2", "get_time", {})]
+
+
+@pytest.mark.parametrize("plan", [
+    CHAT_MESSAGE,
+    CHAT_MESSAGE["tool_calls"],
+    {"id": "chatcmpl-1", "choices": [{"index": 0, "message": CHAT_MESSAGE}]},
+    {"index": 0, "message": CHAT_MESSAGE},
+    json.dumps(CHAT_MESSAGE),
+    ChatMessage(None, [ChatToolCall("call_1", Function("get_wether", '{"city": "Paris"}')),
+                       ChatToolCall("call_2", Function("get_time", "{}"))]),
+    ChatCompletion("chatcmpl-1", [Choice(0, ChatMessage(None, [
+        ChatToolCall("call_1", Function("get_wether", '{"city": "Paris"}')),
+        ChatToolCall("call_2", Function("get_time", "{}"))]))]),
+], ids=["message", "tool_calls", "completion", "choice", "json", "sdk-message",
+        "sdk-completion"])
+def test_openai_chat_tool_calls_are_a_plan(plan):
+    result = validate_plan(plan, WEATHER_TOOLS, emit=False)
+    assert calls(result) == EXPECTED_CHAT
+    (error,) = result.errors
+    assert error.error_type is PlanErrorType.HALLUCINATED_TOOL and error.step == "call_1"
+    assert error.suggested_tools[0] == "get_weather"
+
+
+def test_responses_function_calls_are_a_plan_and_provider_calls_are_not():
+    output = [{"type": "reasoning", "id": "rs_1", "summary": []},
+              {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+              {"type": "function_call", "id": "fc_1", "call_id": "call_a",
+               "name": "get_time", "arguments": '{"timezone": "CET"}'},
+              {"type": "mcp_call", "id": "mcp_1", "name": "ask_question",
+               "server_label": "deepwiki", "arguments": "{}"},
+              {"type": "custom_tool_call", "call_id": "call_b", "name": "run_sql",
+               "input": "SELECT 1"},
+              {"type": "message", "role": "assistant",
+               "content": [{"type": "output_text", "text": "Done."}]}]
+    for plan in (output, {"id": "resp_1", "output": output}):
+        result = validate_plan(plan, WEATHER_TOOLS, emit=False)
+        assert calls(result) == [("call_a", "get_time", {"timezone": "CET"}),
+                                 ("call_b", "run_sql", None)]  # free text: no arguments
+        assert result.hallucinated_names == ("run_sql",)
+    sdk = Response([ResponseFunctionToolCall("call_a", "get_time", '{"timezone": "CET"}')])
+    assert validate_plan(sdk, WEATHER_TOOLS, emit=False).valid
+
+
+def test_anthropic_tool_use_blocks_are_a_plan():
+    message = {"role": "assistant", "content": [
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}]}
+    for plan in (message, message["content"], message["content"][1],
+                 AnthropicMessage([TextBlock("Let me check."),
+                                   ToolUseBlock("toolu_1", "get_weather", {"city": "Oslo"})])):
+        result = validate_plan(plan, WEATHER_TOOLS, emit=False)
+        assert result.valid
+        assert calls(result) == [("toolu_1", "get_weather", {"city": "Oslo"})]
+
+
+def test_a_turns_messages_and_bare_calls_are_a_plan():
+    turn = [{"role": "user", "content": "Weather in Paris?"}, CHAT_MESSAGE,
+            {"role": "tool", "tool_call_id": "call_1", "content": "no such tool"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_9", "name": "get_time", "input": {}}]}]
+    result = validate_plan(turn, WEATHER_TOOLS, emit=False)
+    assert [s.step_id for s in result.steps] == ["call_1", "call_2", "toolu_9"]
+    bare = [{"name": "get_weather", "arguments": {"city": "Rome"}},
+            {"name": "get_time", "args": {"timezone": "UTC"}, "id": "lc_1", "type": "tool_call"}]
+    result = validate_plan(bare, WEATHER_TOOLS, emit=False)
+    assert result.valid and [s.step_id for s in result.steps] == ["#1", "lc_1"]
+    legacy = {"role": "assistant", "content": None,
+              "function_call": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
+    assert calls(validate_plan(legacy, WEATHER_TOOLS, emit=False)) == [
+        ("#1", "get_weather", {"city": "Rome"})]
+
+
+def test_a_message_without_calls_is_a_zero_step_plan():
+    result = validate_plan({"role": "assistant", "content": "No tool needed."}, WEATHER_TOOLS)
+    assert result.valid and result.steps == ()
+
+
+def test_unreadable_call_arguments_still_validate_the_name():
+    plan = [{"id": "c1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Par'}}]
+    result = validate_plan(plan, WEATHER_TOOLS, emit=False)
+    assert result.valid and result.steps[0].arguments is None
+
+
+@pytest.mark.parametrize("plan, message", [
+    ([{"id": "c1", "type": "function", "function": {"arguments": "{}"}}],
+     "plan step 1: a tool call without a name"),
+    ({"role": "assistant", "tool_calls": [{"type": "tool_use", "name": 5}]},
+     "plan step 1: a tool call without a name, got 5"),
+    ({"model": "gpt-4o"}, "plan: object has no 'steps' list"),
+])
+def test_malformed_calls_raise_with_what_and_where(plan, message):
+    with pytest.raises(GuardInputError) as info:
+        validate_plan(plan, WEATHER_TOOLS)
+    assert message in str(info.value)
+
+
+# --- abstentions and placeholders ----------------------------------------------------------
+
+@pytest.mark.parametrize("name", [
+    "no_function", "out_of_domain", "None", "null", "NoFunction", "no_tool_call",
+    "no_relevant_function", "not_applicable", "out_of_scope", "irrelevant", "N/A",
+    "none_of_the_above",
+])
+def test_abstention_sentinels_are_reported_as_abstentions(name):
+    result = validate_plan([{"name": name, "arguments": {}}], WEATHER_TOOLS)
+    (issue,) = result.errors
+    assert issue.error_type is PlanErrorType.ABSTENTION and issue.is_abstention
+    assert not issue.is_hallucination and issue.suggested_tools == ()
+    assert result.hallucinations == () and result.abstained and not result.valid
+    assert "zero steps" in issue.message
+    assert classify_unknown_name(name) == ABSTENTION
+
+
+@pytest.mark.parametrize("name", [
+    "func1", "func2", "function_name", "tools.call", "tools_call", "function_call",
+    "new_function", "multi_tool_use.parallel", "python", "python3", "assistant", "f1",
+])
+def test_placeholders_are_hallucinations_without_suggestions(name):
+    result = validate_plan([{"name": name, "arguments": {"city": "Paris"}}], WEATHER_TOOLS)
+    (issue,) = result.errors
+    assert issue.error_type is PlanErrorType.HALLUCINATED_TOOL and issue.placeholder
+    assert issue.suggested_tools == () and "placeholder" in issue.message
+    assert issue.to_dict()["placeholder"] is True
+    assert suggest_tools(name, WEATHER_TOOLS) == []
+
+
+@pytest.mark.parametrize("name", [
+    "get_wether", "no_show_report", "out_of_stock_alert", "notify_user", "none_such_tool",
+    "execute_code", "run_tests", "python_lint", "tools.magnetic_field.calculate", "round",
+])
+def test_real_attempts_at_a_tool_are_neither(name):
+    assert classify_unknown_name(name) is None
+
+
+@pytest.mark.parametrize("name", ["no_function", "python", "func1"])
+def test_a_listed_name_is_a_tool_whatever_it_looks_like(name):
+    assert validate_plan([{"tool": name}], [name, "get_weather"]).valid
+
+
+def test_abstention_beside_real_steps_is_not_a_whole_abstention():
+    result = validate_plan([{"name": "get_time", "arguments": {}},
+                            {"name": "no_function", "arguments": {}}], WEATHER_TOOLS)
+    assert [e.error_type for e in result.errors] == [PlanErrorType.ABSTENTION]
+    assert not result.abstained
+
+
+# --- arguments as evidence -----------------------------------------------------------------
+
+# BFCL parallel_multiple_function_2, as the models saw it.
+CIRCLE_TOOLS = [
+    {"type": "function", "function": {
+        "name": "circle.calculate_circumference",
+        "description": "Calculate the circumference of a circle based on the diameter.",
+        "parameters": {"type": "object", "properties": {"diameter": {"type": "integer"}},
+                       "required": ["diameter"]}}},
+    {"type": "function", "function": {
+        "name": "circle.calculate_area",
+        "description": "Calculate the area of a circle based on the radius.",
+        "parameters": {"type": "object", "properties": {"radius": {"type": "integer"}},
+                       "required": ["radius"]}}},
+    {"type": "function", "function": {
+        "name": "rectangle.calculate_perimeter",
+        "description": "Calculate the perimeter of a rectangle based on the length and "
+                       "breadth.",
+        "parameters": {"type": "object", "properties": {"length": {}, "breadth": {}},
+                       "required": ["length", "breadth"]}}},
+]
+
+
+def test_arguments_tell_synonyms_apart_where_the_name_cannot():
+    # By name alone "perimeter" points at the rectangle; the diameter says circle.
+    assert suggest_tools("circle.calculate_perimeter", CIRCLE_TOOLS)[0] == \
+        "rectangle.calculate_perimeter"
+    result = validate_plan([{"name": "circle.calculate_perimeter",
+                             "arguments": {"diameter": 10}}], CIRCLE_TOOLS)
+    assert result.errors[0].suggested_tools[0] == "circle.calculate_circumference"
+    step = {"tool": "circle.calculate_perimeter", "inputs": {"length": 3, "breadth": 4}}
+    assert validate_plan([step], CIRCLE_TOOLS).errors[0].suggested_tools[0] == \
+        "rectangle.calculate_perimeter"
+
+
+def test_the_same_name_apart_from_separators_wins_over_arguments():
+    result = validate_plan([{"name": "circle_calculate_area", "arguments": {"diameter": 1}}],
+                           CIRCLE_TOOLS)
+    assert result.errors[0].suggested_tools[0] == "circle.calculate_area"
+
+
+def test_argument_names_match_across_case_separators_and_plurals():
+    tools = [{"name": "get_coordinates_from_city", "input_schema": {
+                 "type": "object", "properties": {"city_name": {}}, "required": ["city_name"]}},
+             {"name": "get_route", "input_schema": {
+                 "type": "object", "properties": {"fromCity": {}, "toCity": {}}}}]
+    assert suggest_tools("get_coordinates_for_cities", tools)[0] == "get_coordinates_from_city"
+    result = validate_plan([{"name": "plan_trip", "arguments": {"from_city": "A",
+                                                                "to_city": "B"}}], tools)
+    assert result.errors[0].suggested_tools == ("get_route",)
+
+
+def test_arguments_help_nothing_when_tools_declare_no_parameters():
+    result = validate_plan([{"name": "get_wether", "arguments": {"anything": 1}}],
+                           ["get_weather", "get_time"])
+    assert result.errors[0].suggested_tools[0] == "get_weather"
+
+
+# --- telemetry of validate_plan on its own -------------------------------------------------
+
+def test_validate_plan_emits_its_detection_once_per_invented_name(caplog):
+    caplog.set_level(logging.WARNING, logger="guardtrace.planning")
+    plan = [{"id": "a", "tool": "get_wether"}, {"id": "b", "tool": "get_wether"},
+            {"id": "c", "tool": "func1"}, {"id": "d", "tool": "no_function"}]
+    with capture() as cap:
+        result = validate_plan(plan, WEATHER_TOOLS, request_id="req-42")
+    events = cap.events(names.EVENT_HALLUCINATION_DETECTED)
+    assert [e.attributes[names.ATTR_HALLUCINATED_AGENT] for e in events] == [
+        "get_wether", "func1"]  # the abstention is not a hallucination
+    first = events[0].attributes
+    assert list(first)[0] == "request_id" and first["request_id"] == "req-42"
+    assert first[names.ATTR_MODULE] == names.MODULE_PLANNING
+    assert list(first[names.ATTR_SUGGESTED_TOOLS]) == ["get_weather"]
+    assert first[names.ATTR_ALLOWED_AGENT_COUNT] == 2
+    assert names.ATTR_HALL_RETRY not in first  # not in a retry loop
+    assert cap.counter_total(names.METRIC_HALLUCINATIONS, agent="get_wether") == 1
+    assert cap.counter_total(names.METRIC_HALLUCINATIONS, agent="func1") == 1
+    (warn,) = [r for r in caplog.records if r.name == "guardtrace.planning"]
+    assert warn.guardtrace["status"] == "detected"
+    assert warn.guardtrace[names.ATTR_HALLUCINATED_AGENTS] == ["get_wether", "func1"]
+    assert result.hallucinated_names == ("get_wether", "func1")
+
+
+def test_validate_plan_emits_nothing_for_valid_plans_abstentions_or_when_told_not_to():
+    with capture() as cap:
+        validate_plan([{"tool": "get_time"}], WEATHER_TOOLS)
+        validate_plan([{"tool": "no_function"}], WEATHER_TOOLS)
+        validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, emit=False)
+    assert cap.events() == []
+    assert cap.metric_points(names.METRIC_HALLUCINATIONS) == []
+
+
+def test_validate_plan_uses_the_current_trace_id_when_given_no_request_id():
+    with capture() as cap:
+        validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS)
+        validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, request_id=None)
+    ids = [e.attributes["request_id"] for e in cap.events()]
+    assert len(ids) == 2 and all(len(i) == 32 for i in ids)
+
+
+class _ExplodingTelemetry(GuardTelemetry):
+    def event(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("span exporter exploded")
+
+    def count(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("meter exploded")
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("logger exploded")
+
+
+def test_failing_telemetry_never_changes_the_result():
+    telemetry = _ExplodingTelemetry(names.MODULE_PLANNING, "hallucination_detection")
+    result = validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, telemetry=telemetry)
+    assert result.hallucinated_names == ("get_wether",)
+
+
+# --- linear in the input --------------------------------------------------------------------
+
+def _timed(call: Any) -> float:
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: "A" * n,                      # one camelCase run
+    lambda n: "aB" * (n // 2),              # camelCase boundaries everywhere
+    lambda n: "no_" * (n // 3),             # a negation repeated
+    lambda n: "func_" * (n // 5),           # a placeholder repeated
+    lambda n: "get-weather." * (n // 12),   # separators
+], ids=["upper", "camel", "negations", "placeholder", "separators"])
+def test_adversarial_names_and_arguments_take_time_linear_in_their_size(make):
+    def run(n: int) -> float:
+        name = make(n)
+        plan = [{"name": name, "arguments": {name[:n // 2]: 1, "city": name}}]
+        return _timed(lambda: validate_plan(plan, WEATHER_TOOLS, emit=False))
+
+    run(10_000)
+    small, large = run(500_000), run(2_000_000)
+    assert large < small * 10  # 4x the input: linear is 4x, quadratic would be 16x
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: "aB" * (n // 2),
+    lambda n: "no_" * (n // 3),
+    lambda n: "get-weather." * (n // 12),
+], ids=["camel", "negations", "separators"])
+def test_adversarial_catalogues_take_time_linear_in_their_size(make):
+    def run(n: int) -> float:
+        text = make(n)
+        tools = [{"type": "function", "function": {
+            "name": text, "description": text,
+            "parameters": {"type": "object", "properties": {text: {}}, "required": [text]}}}]
+        plan = [{"name": "get_wether", "arguments": {"city": "Paris"}}]
+        return _timed(lambda: validate_plan(plan, tools, emit=False))
+
+    run(10_000)
+    small, large = run(500_000), run(2_000_000)
+    assert large < small * 10  # 4x the input: linear is 4x, quadratic would be 16x
