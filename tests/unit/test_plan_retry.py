@@ -496,3 +496,37 @@ def test_config_defaults_and_validation():
         PlanRetryConfig(retry_temperature=-0.1)
     with pytest.raises(AttributeError):
         config.max_retries = 2  # type: ignore[misc]
+
+
+# --- model tool calls as plans, abstentions ----------------------------------------------
+
+def _chat_message(*tools: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{i}", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+        for i, tool in enumerate(tools)]}
+
+
+def test_the_loop_takes_model_tool_calls_and_reports_each_detection_once(caplog):
+    planner = ScriptedPlanner(_chat_message("calculation-agent"),
+                              _chat_message("stock-service", "weather-service"))
+    with capture() as cap:
+        out = generate_validated_plan(REQUEST, planner, ALLOWED, request_id="r-calls")
+    assert out.retries_used == 1
+    assert [s.step_id for s in out.steps] == ["call_0", "call_1"]
+    # validate_plan ran twice inside the loop; the detection is reported once, by the loop.
+    (detected,) = cap.events(names.EVENT_HALLUCINATION_DETECTED)
+    assert detected.attributes[names.ATTR_HALL_RETRY] == 0
+    assert cap.counter_total(names.METRIC_HALLUCINATIONS, agent="calculation-agent") == 1
+    assert len([r for r in guard_logs(caplog)
+                if r.guardtrace.get("status") == "detected"]) == 1
+
+
+def test_an_abstention_is_retried_toward_a_zero_step_plan_without_hallucination_telemetry():
+    planner = ScriptedPlanner([{"name": "no_function", "arguments": {}}], ZERO_STEPS)
+    with capture() as cap:
+        out = generate_validated_plan(REQUEST, planner, ALLOWED)
+    assert out.retries_used == 1 and out.steps == ()
+    feedback = planner.attempts[1].feedback
+    assert "'no_function'" in feedback and "zero steps" in feedback
+    assert cap.events(names.EVENT_HALLUCINATION_DETECTED) == []
+    assert cap.metric_points(names.METRIC_HALLUCINATIONS) == []
