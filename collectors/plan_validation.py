@@ -276,6 +276,8 @@ def _is_object(value: Any) -> bool:
 
 def _arguments(value: Any) -> Any:
     """A step's arguments as a mapping when they are one (a JSON string decoded)."""
+    if value is None or type(value) is dict:  # the common cases, kept cheap
+        return value
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -462,7 +464,11 @@ def _parse_step(raw: Any, position: int) -> PlanStep:
     if capability is not None and not isinstance(capability, str):
         raise GuardInputError(f"{where}: 'capability' must be a string, got {capability!r}")
     instruction = raw.get("instruction")
-    arguments = next((raw[k] for k in _ARGUMENT_KEYS if raw.get(k) is not None), None)
+    arguments = None
+    for key in _ARGUMENT_KEYS:
+        arguments = raw.get(key)
+        if arguments is not None:
+            break
     if arguments is None and is_mapping(metadata):
         arguments = metadata.get("parameters")
     return PlanStep(
