@@ -368,19 +368,24 @@ class _Builder:
                 f"of tool names or definitions instead")
 
 
-def suggest_tools(name: str, allowed: Any, *, limit: int = MAX_SUGGESTIONS) -> list[str]:
+def suggest_tools(name: str, allowed: Any, *, limit: int = MAX_SUGGESTIONS,
+                  arguments: Any = None) -> list[str]:
     """The allowed names closest to ``name``, best first; only plausibly close ones.
 
     Domain-agnostic: names are normalised (case, separators, camelCase, plurals,
     version suffixes such as ``-v1``), then compared by rarity-weighted token overlap,
-    typo similarity, and overlap with tool descriptions and capabilities when given
-    (the ranking is described in :mod:`guardtrace.collectors.tool_suggestions`).
+    typo similarity, and overlap with tool descriptions, capabilities and parameter
+    names when given; the call's argument names, when given, are matched against each
+    tool's parameters (the ranking is described in
+    :mod:`guardtrace.collectors.tool_suggestions`). Abstentions (``no_function``) and
+    placeholders (``func1``, ``tools.call``) get no suggestion.
 
     Args:
         name: The invented tool or agent name.
         allowed: The allowed list in any accepted form (see the module docstring), or an
             :class:`AllowedTools`.
         limit: At most this many suggestions.
+        arguments: The arguments the invented call passed (a mapping), or None.
 
     Returns:
         Up to ``limit`` allowed names; empty when nothing is plausibly close.
@@ -388,4 +393,4 @@ def suggest_tools(name: str, allowed: Any, *, limit: int = MAX_SUGGESTIONS) -> l
     Raises:
         GuardInputError: ``allowed`` is not in an accepted form.
     """
-    return list(AllowedTools.parse(allowed).suggest(name, limit))
+    return list(AllowedTools.parse(allowed).suggest(name, limit, arguments))

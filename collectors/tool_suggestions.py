@@ -26,7 +26,8 @@ How ranking works:
    same normalised name, 0.95 when the content words are the same (only structural
    words or their order differ), a whole-name typo ratio, a weighted Dice overlap of
    tokens (near-equal tokens count as typos), and how much of the invented name the
-   candidate's descriptions and capabilities cover (discounted, as looser evidence).
+   candidate's descriptions, capabilities and parameter names cover (discounted, as
+   looser evidence: ``movie_details.extra_info`` is after the tool taking ``extra_info``).
    Anything short of identical is capped at 0.99.
 4. When the call carries arguments and a candidate declares its parameters (a JSON
    schema), weigh how well the arguments fit: the rarity-weighted share of the call's
@@ -242,6 +243,8 @@ def _text_tokens(text: str) -> frozenset[str]:
 
 # --- names that are not attempts at a tool ----------------------------------------------
 
+# Glue skipped when a name is read as a phrase ("none_of_the_above"). Unlike _STOPWORDS,
+# which serve matching against descriptions, negations stay: here they carry the meaning.
 _GLUE = frozenset({"a", "an", "the", "of", "to", "for", "is", "be", "this", "that", "all"})
 
 

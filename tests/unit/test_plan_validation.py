@@ -868,3 +868,8 @@ def test_adversarial_catalogues_take_time_linear_in_their_size(make):
     run(10_000)
     small, large = run(500_000), run(2_000_000)
     assert large < small * 10  # 4x the input: linear is 4x, quadratic would be 16x
+
+
+def test_suggest_tools_takes_the_calls_arguments_too():
+    assert suggest_tools("circle.calculate_perimeter", CIRCLE_TOOLS,
+                         arguments={"diameter": 10})[0] == "circle.calculate_circumference"
