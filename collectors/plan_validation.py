@@ -299,6 +299,8 @@ def _arguments(value: Any) -> Any:
 def _call_of(item: Any) -> tuple[Any, Any, Any] | None:
     """``(name, arguments, call id)`` when ``item`` is one tool call the client runs."""
     kind = _get(item, "type")
+    if not isinstance(kind, str):
+        kind = None
     if kind in _CALL_TYPES:
         arguments = _get(item, "arguments")
         if arguments is None:

@@ -292,14 +292,15 @@ def tool_list_in(obj: Any) -> Any | None:
 
 def looks_like_tool_definition(obj: Any) -> bool:
     """Whether a mapping or object is one tool definition passed without a list."""
-    if _get(obj, "type") in _FUNCTION_TYPES and any(
+    kind = _get(obj, "type")
+    if isinstance(kind, str) and kind in _FUNCTION_TYPES and any(
             _get(obj, key) is not None for key in ("function", "custom", "name")):
         return True
     if any(_is_sequence(_get(obj, key)) for key in _GEMINI_KEYS):
         return True
     if not isinstance(_get(obj, "name"), str):
         return False
-    return (isinstance(_get(obj, "type"), str) or _get(obj, "description") is not None
+    return (isinstance(kind, str) or _get(obj, "description") is not None
             or _get(obj, "annotations") is not None
             or any(_get(obj, key) is not None for key in _SCHEMA_KEYS))
 

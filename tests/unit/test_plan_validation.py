@@ -648,6 +648,7 @@ def test_unreadable_call_arguments_still_validate_the_name():
     ({"role": "assistant", "tool_calls": [{"type": "tool_use", "name": 5}]},
      "plan step 1: a tool call without a name, got 5"),
     ({"model": "gpt-4o"}, "plan: object has no 'steps' list"),
+    ({"type": ["tool_use"], "name": "get_time"}, "plan: object has no 'steps' list"),
 ])
 def test_malformed_calls_raise_with_what_and_where(plan, message):
     with pytest.raises(GuardInputError) as info:

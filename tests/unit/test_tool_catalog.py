@@ -301,6 +301,8 @@ def test_envelope_and_definition_helpers():
     ([{"type": "mcp", "server_label": "s", "allowed_tools": ["ok", 5]}],
      "tools[0].allowed_tools[1]: expected a tool name"),
     ([{"type": "web search!"}], "tools[0]: tool type 'web search!' is not a tool name"),
+    ([{"type": ["function"]}], "tools[0]: unknown tool form"),
+    ({"type": []}, "tools: expected a list"),
     ({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "a"}, [1]]}},
      "tools.result.tools[1]: expected a tool name or a tool definition object, got list"),
     ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "no such method"}},
