@@ -1,0 +1,138 @@
+"""Tool calls written out as text instead of made.
+
+A model that has lost track of its tool interface types the call into its reply: JSON
+naming the tool, a ``<tool_call>`` or ``<function=...>`` tag, an ``Action:`` line, or a
+function-call expression. Nothing runs, yet the reply reads as if the work were under way,
+and a user (or a simulated one) takes it as done.
+
+:func:`find_text_tool_calls` looks for these shapes **naming a tool of the catalog** (or,
+without a catalog, in the unmistakable wrappers only: JSON with ``name`` and
+``arguments``, ``<tool_call>``/``<function_call>`` tags). Mentioning a tool in prose ("I
+used `get_user_details`") is not a call: a call needs its arguments or its wrapper.
+The caller decides whether the message made real calls; a text call of a tool that the
+same message really called is a duplicate rendering, not a fabrication.
+
+All patterns are single passes with bounded or possessive-free repetition: linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+__all__ = ["TextToolCall", "find_text_tool_calls"]
+
+_KEYS = r"(?:name|tool|tool_name|function|function_name|action|recipient_name|api|command)"
+# {"name": "get_user_details", ...} or {'tool': 'x'} - the value is the tool.
+_JSON_NAME_RE = re.compile(
+    rf"""[{{,]\s*["']{_KEYS}["']\s*:\s*["'](?P<name>[\w.\-/:]{{1,80}})["']""")
+# {"get_user_details": {...}} - the key is the tool.
+_JSON_KEY_RE = re.compile(r"""\{\s*["'](?P<name>[\w.\-/:]{1,80})["']\s*:\s*[{\[]""")
+# <tool_call>, <function_call>, <function=NAME>, <invoke name="NAME">, <NAME>{...}</NAME>.
+_TAG_RE = re.compile(
+    r"""<(?:tool_call|function_call|tool_use|functioncall)\b[^>]{0,200}>"""
+    r"""|<function\s*=\s*["']?(?P<fn>[\w.\-/:]{1,80})"""
+    r"""|<invoke\s+name\s*=\s*["'](?P<inv>[\w.\-/:]{1,80})["']""",
+    re.IGNORECASE)
+# Action: get_user_details / Action Input: {...} (ReAct) and "Tool: x" lines.
+_ACTION_RE = re.compile(
+    r"""^[ \t*#>-]{0,6}(?:action|tool|function|tool\s+call|calling)\s*:\s*[`'"]?"""
+    r"""(?P<name>[\w.\-/:]{1,80})""",
+    re.IGNORECASE | re.MULTILINE)
+# get_user_details(user_id="x") / functions.get_user_details({...}) / [get_weather(city=...)]
+_CALL_RE = re.compile(
+    r"""(?<![\w.])(?:functions\.|tools\.)?(?P<name>[A-Za-z_][\w.\-]{0,80})\(\s*"""
+    r"""(?P<args>(?:[A-Za-z_]\w{0,40}\s*=|["'{\[]|\)))""")
+# A call expression counts only on a line of its own, in a code block, or as the whole
+# message: in running prose "call get_user_details(...)" is description, not a call.
+_LINE_LEAD_RE = re.compile(r"^[\s*\-`>#\[0-9.)]*")
+_CODE_FENCE_RE = re.compile(r"```[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class TextToolCall:
+    """A tool call found in reply text.
+
+    Attributes:
+        name: The tool it names.
+        shape: ``"json"``, ``"tag"``, ``"action"`` or ``"call"``.
+        excerpt: The text of the call's start, as written.
+    """
+
+    name: str
+    shape: str
+    excerpt: str
+
+
+def _known(name: str | None, tools: Collection[str]) -> str | None:
+    if not name:
+        return None
+    if name in tools:
+        return name
+    # "functions.get_weather", "default_api.get_weather", "mcp__srv__tool".
+    last = re.split(r"__|[./:]", name)[-1]
+    return last if last in tools else None
+
+
+def _line_alone(text: str, start: int, end: int) -> bool:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    # What precedes the call on its line: list markers, numbering, quotes, a label.
+    before = _LINE_LEAD_RE.sub("", text[line_start:start])
+    return before == "" or before.endswith(":")
+
+
+def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall]:
+    """Tool calls written as text in ``text``.
+
+    Args:
+        text: The reply.
+        tools: The catalog's tool names. Empty: only the wrappers that say "tool call"
+            by themselves count (JSON with a name and arguments, ``<tool_call>`` tags).
+
+    Returns:
+        The calls found, in order (at most one per tool name and shape).
+    """
+    if not text:
+        return []
+    found: dict[tuple[str, str], TextToolCall] = {}
+
+    def add(name: str | None, shape: str, start: int) -> None:
+        known = _known(name, tools) if tools else name
+        if known and (known, shape) not in found:
+            found[(known, shape)] = TextToolCall(known, shape,
+                                                 " ".join(text[start:start + 80].split()))
+
+    if "{" in text:
+        for m in _JSON_NAME_RE.finditer(text):
+            if tools or re.search(r"""["'](?:arguments|parameters|args|input)["']\s*:""",
+                                  text[m.end():m.end() + 400]):
+                add(m.group("name"), "json", m.start())
+        if tools:
+            for m in _JSON_KEY_RE.finditer(text):
+                add(m.group("name"), "json", m.start())
+    if "<" in text:
+        for m in _TAG_RE.finditer(text):
+            name = m.group("fn") or m.group("inv")
+            if name is None:
+                inner = _JSON_NAME_RE.search(text, m.end(), m.end() + 400)
+                name = inner.group("name") if inner else None
+                if name is None and not tools:
+                    name = "<unknown>"
+            add(name, "tag", m.start())
+    if tools and ":" in text:
+        for m in _ACTION_RE.finditer(text):
+            add(m.group("name"), "action", m.start())
+    if tools and "(" in text:
+        fenced = [(m.start("body"), m.end("body")) for m in _CODE_FENCE_RE.finditer(text)]
+        stripped = text.strip()
+        for m in _CALL_RE.finditer(text):
+            if _known(m.group("name"), tools) is None:
+                continue
+            in_code = any(s <= m.start() < e for s, e in fenced)
+            whole = stripped.startswith(m.group(0).strip()) and len(stripped) < 600
+            if in_code or whole or _line_alone(text, m.start(), m.end()):
+                add(m.group("name"), "call", m.start())
+    return sorted(found.values(), key=lambda c: text.find(c.excerpt[:20]))

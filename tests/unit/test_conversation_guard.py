@@ -1,0 +1,447 @@
+"""The conversation engine: every tier judged within its turn, on both message shapes.
+
+Each rule is pinned by a lie that must fire and a truth that must stay quiet. Real
+replies of public agent runs are pinned in test_realdata_cases.py; the figures over all
+of them come from benchmarks/detection_quality.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from guardtrace.collectors.claims import DONE, NOW, find_claims
+from guardtrace.collectors.conversation import read_conversation
+from guardtrace.collectors.conversation_guard import ConversationDetector, judge_conversation
+from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.fabrication import FabricationGuard
+from guardtrace.collectors.grounding import result_amounts
+from guardtrace.collectors.testing import capture
+from guardtrace.collectors.tool_kinds import ToolKinds, kind_from_text
+from guardtrace.schemas import names
+
+ACTION, READ, REPETITION = names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION
+TEXT_CALL, UNGROUNDED = names.TIER_TEXT_TOOL_CALL, names.TIER_UNGROUNDED_RESULT
+
+
+def tool(name: str, description: str = "", kind: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": "function", "function": {
+        "name": name, "description": description, "parameters": {"type": "object"}}}
+    if kind:
+        spec["x-guardtrace-kind"] = kind
+    return spec
+
+
+AIRLINE = [tool(n) for n in (
+    "get_user_details", "get_reservation_details", "search_direct_flight", "book_reservation",
+    "cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
+    "transfer_to_human_agents", "calculate", "think")]
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def said(text: str, *calls: tuple[str, dict[str, Any]] | str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"c-{c if isinstance(c, str) else c[0]}-{i}", "type": "function",
+             "function": {"name": c if isinstance(c, str) else c[0],
+                          "arguments": json.dumps({} if isinstance(c, str) else c[1])}}
+            for i, c in enumerate(calls)]
+    return message
+
+
+def called(*calls: str) -> dict[str, Any]:
+    return said(None, *calls)  # type: ignore[arg-type]
+
+
+def result(call_name: str, content: Any, n: int = 0) -> dict[str, Any]:
+    text = content if isinstance(content, str) else json.dumps(content)
+    return {"role": "tool", "tool_call_id": f"c-{call_name}-{n}", "content": text}
+
+
+def tiers_of(messages: list[dict[str, Any]], tools: Any = AIRLINE, index: int = -1) -> tuple:
+    verdicts = {v.msg_index: v for v in judge_conversation(messages, tools)}
+    return verdicts[index % len(messages)].tiers
+
+
+# --- the conversation model -------------------------------------------------------------
+def test_turns_run_from_one_user_message_to_the_next() -> None:
+    conv = read_conversation([
+        {"role": "system", "content": "policy"}, user("hi"), said("Hello!"),
+        user("cancel ABC"), called("cancel_reservation"), result("cancel_reservation", "ok"),
+        said("Done."), user("thanks")])
+    assert conv.turn_bounds(2) == (1, 3)
+    assert conv.turn_bounds(6) == (3, 7)
+    assert [c.name for _, c in conv.agent_calls(3, 7)] == ["cancel_reservation"]
+    assert conv.replies() == [2, 6]
+
+
+def test_anthropic_tool_results_in_a_user_message_do_not_start_a_turn() -> None:
+    messages = [
+        {"role": "user", "content": "Cancel reservation ABC, please."},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "I'm cancelling it now."},
+            {"type": "tool_use", "id": "tu1", "name": "cancel_reservation", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1",
+                                      "content": [{"type": "text", "text": "cancelled"}]}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "I've cancelled it."}]},
+    ]
+    conv = read_conversation(messages, system="You are an airline agent.")
+    assert [m.role for m in conv.messages] == ["system", "user", "assistant", "tool",
+                                               "assistant"]
+    assert conv.messages[0].index == -1 and conv.messages[3].result_ids == ("tu1",)
+    assert conv.turn_bounds(4) == (1, 5)
+    verdicts = judge_conversation(messages, AIRLINE, system="You are an airline agent.")
+    assert [(v.msg_index, v.tiers) for v in verdicts] == [(1, ()), (3, ())]
+
+
+def test_sdk_objects_are_read_like_dicts() -> None:
+    call = SimpleNamespace(id="c1", type="function", function=SimpleNamespace(
+        name="cancel_reservation", arguments="{}"))
+    messages = [SimpleNamespace(role="user", content="cancel it"),
+                SimpleNamespace(role="assistant", content="I've cancelled it.",
+                                tool_calls=[call])]
+    assert [v.tiers for v in judge_conversation(messages, AIRLINE)] == [()]
+
+
+def test_only_calls_that_ran_count_as_fired() -> None:
+    # A call of a name the catalog does not have never ran (the API rejected it).
+    messages = [user("cancel ABC"), said("I'm cancelling your reservation now.",
+                                         "cancel_booking_v2")]
+    assert tiers_of(messages) == (ACTION,)
+    # Without a catalog, every requested call counts.
+    assert tiers_of(messages, tools=None) == ()
+
+
+def test_a_simulated_users_own_calls_are_not_the_agents() -> None:
+    messages = [user("My data is slow."),
+                {"role": "user", "content": None, "tool_calls": [
+                    {"id": "u1", "function": {"name": "enable_roaming", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "u1", "x-requestor": "user", "content": "ON"},
+                said("I've enabled roaming on your line.")]
+    tools = [tool("enable_roaming", kind="write"), tool("get_data_usage", kind="read")]
+    assert tiers_of(messages, tools) == (ACTION,)
+
+
+@pytest.mark.parametrize(("messages", "message"), [
+    ("not a list", "messages must be a list of messages, got str"),
+    ([user("hi"), "oops"], "message 1: expected an object with a 'role', got str"),
+    ([{"content": "x"}], "message 0: missing 'role'"),
+    ([{"role": "robot", "content": "x"}], "message 0: unknown role 'robot'"),
+])
+def test_unreadable_conversations_are_refused_with_the_position(messages: Any,
+                                                                message: str) -> None:
+    with pytest.raises(GuardInputError, match=message):
+        judge_conversation(messages, AIRLINE)
+
+
+# --- claims: what time they speak of ----------------------------------------------------
+@pytest.mark.parametrize(("text", "kind", "when"), [
+    ("I've cancelled your reservation.", "write", DONE),
+    ("Your reservation has been cancelled.", "write", DONE),
+    ("I double-checked your account.", "read", DONE),
+    ("- **Checked bags:** 2 bags added to your reservation", "write", DONE),
+    ("Upon reviewing the details again, it shows one passenger.", "read", DONE),
+    ("I'm updating your booking now.", "write", NOW),
+    ("Let me check the flights for you.", "read", NOW),
+    ("Please hold on while I look that up.", "read", NOW),
+    ("I'll proceed with the cancellation now.", "write", NOW),
+    ("Still working on it.", "write", NOW),
+])
+def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> None:
+    (claim,) = find_claims(text)
+    assert (claim.kind, claim.time) == (kind, when)
+
+
+@pytest.mark.parametrize("text", [
+    # Offers and conditions on the user, placed before or after the verb.
+    "I can update the reservation for you.",
+    "Once you confirm, I'll update the reservation.",
+    "Please confirm the details above, and I'll update your booking.",
+    "If you'd like, I can check other dates.",
+    # A plan followed by a question or a request to the user.
+    "I'll search for flights. Could you tell me the date?",
+    "I will proceed with the cancellation. Please confirm (yes) to continue.",
+    # Negations, possibility, reports of a state, the policy, text in this reply.
+    "I haven't cancelled anything yet.",
+    "The flight might have been booked under another user ID.",
+    "I'm glad to hear that roaming is now enabled.",
+    "I will check your eligibility based on our policy.",
+    "Let me review the details: the flight leaves at 9am.",
+    "I've rewritten the function below:",
+    # Quoted words are not said.
+    'You wrote "I have cancelled it".',
+])
+def test_offers_conditions_and_reports_are_not_claims(text: str) -> None:
+    assert find_claims(text) == []
+
+
+def test_a_stalled_intent_is_a_claim_and_a_later_call_in_the_turn_backs_it() -> None:
+    stalled = [user("Any flights to SEA on May 20?"), said("Let me check the flights for you."),
+               user("Hello?")]
+    assert tiers_of(stalled, index=1) == (READ,)
+    backed = [user("Any flights to SEA on May 20?"), said("Let me check the flights for you."),
+              called("search_direct_flight"), result("search_direct_flight", "[]"),
+              said("There are no direct flights that day.")]
+    assert tiers_of(backed, index=1) == ()
+
+
+def test_a_transfer_announced_but_never_made_is_an_action_claim() -> None:
+    messages = [user("I want a human."), said("Let me initiate that transfer for you.")]
+    assert tiers_of(messages) == (ACTION,)
+    messages[-1] = said("Let me initiate that transfer for you.", "transfer_to_human_agents")
+    assert tiers_of(messages) == ()
+
+
+def test_a_true_report_of_an_earlier_turn_is_not_a_fabrication() -> None:
+    messages = [user("Find my bookings."), called("get_user_details"),
+                result("get_user_details", {"reservations": ["ABC123"]}), said("Found one."),
+                user("Is that all?"),
+                said("I've already checked your reservations, and ABC123 is the only one.")]
+    assert tiers_of(messages) == ()
+    # A claimed fresh check needs a read in this very turn.
+    messages[-1] = said("I've double-checked your reservations again: ABC123 is the only one.")
+    assert tiers_of(messages) == (READ,)
+
+
+# --- claims: which tool backs them -------------------------------------------------------
+def test_a_write_of_another_tool_does_not_back_a_claim_about_a_named_one() -> None:
+    turn = [user("Change my flight and add a bag."),
+            called("update_reservation_flights"), result("update_reservation_flights", "{}")]
+    assert tiers_of([*turn, said("One checked bag has been added to your reservation.")]) == (
+        ACTION,)
+    assert tiers_of([*turn, said("Your flight has been updated.")]) == ()
+    assert tiers_of([*turn, said("Your reservation has been rebooked on the new flight.")]) == ()
+
+
+def test_a_write_backs_a_claim_that_names_none_of_the_catalog() -> None:
+    # Words that match no tool ("refund", "processed") cannot single one out.
+    messages = [user("Cancel it."), called("cancel_reservation"),
+                result("cancel_reservation", {"status": "cancelled"}),
+                said("Your refund has been processed.")]
+    assert tiers_of(messages) == ()
+
+
+def test_read_claims_are_backed_by_any_read() -> None:
+    # Reservation ids come from the user's record: a read claim names what it found, not
+    # the tool that found it.
+    messages = [user("What are my bookings?"), called("get_user_details"),
+                result("get_user_details", {"reservations": ["ABC123", "XYZ789"]}),
+                said("I found two reservations under your profile: ABC123 and XYZ789.")]
+    assert tiers_of(messages) == ()
+
+
+def test_reasoning_tools_back_a_review_but_not_a_lookup() -> None:
+    base = [user("Which option is cheapest?"), called("calculate"),
+            result("calculate", "255")]
+    assert tiers_of([*base, said("I'll review the options and compare them.")]) == ()
+    assert tiers_of([*base, said("I'll check the available flights again.")]) == (READ,)
+
+
+@pytest.mark.parametrize(("name", "description", "kinds"), [
+    ("update_reservation_flights", "", {"write"}),
+    ("get_reservation_details", "", {"read"}),
+    ("mcp__github__create_issue", "", {"write"}),
+    ("str_replace_based_edit_tool", "", {"write"}),
+    ("search_dir", "", {"read"}),
+    ("bash", "", {"read", "write"}),
+    ("functions.python", "", {"read", "write"}),
+    ("calculate", "", set()),
+    ("reservation_lookup", "", {"read"}),
+    ("decompile", "Prints the decompilation of a function.", None),
+    ("foo", "Retrieves the customer's bills.", {"read"}),
+    ("foo", "Cancel the whole reservation.", {"write"}),
+])
+def test_tool_kinds_come_from_names_and_descriptions(name: str, description: str,
+                                                     kinds: set[str] | None) -> None:
+    found = kind_from_text(name, description)
+    assert (None if found is None else set(found)) == kinds
+
+
+def test_declared_kinds_and_overrides_win_over_names() -> None:
+    mcp_tool = SimpleNamespace(name="delete_everything", description="",
+                               inputSchema={"type": "object"},
+                               annotations=SimpleNamespace(readOnlyHint=True,
+                                                           destructiveHint=None))
+    messages = [user("Any news?"), said("Let me look up the latest.", "delete_everything")]
+    assert tiers_of(messages, tools=[mcp_tool]) == ()
+    messages[-1] = said("I've deployed it.", "get_status")
+    assert tiers_of(messages, tools=[tool("get_status", kind="write")]) == ()
+    detector = ConversationDetector(tool_kinds={"get_status": "read"})
+    (verdict,) = detector.judge(messages, [tool("get_status", kind="write")])
+    assert verdict.tiers == (ACTION,)
+    with pytest.raises(GuardInputError, match="tool kind for 'x'"):
+        ToolKinds.from_catalog((), {"x": "sometimes"})
+
+
+# --- tool calls typed as text ------------------------------------------------------------
+@pytest.mark.parametrize("text", [
+    'I will cancel it now.\n{"name": "cancel_reservation", "arguments": {"reservation_id": "A1"}}',
+    '```json\n{"tool": "cancel_reservation", "parameters": {"reservation_id": "A1"}}\n```',
+    '<tool_call>{"name": "cancel_reservation", "arguments": {}}</tool_call>',
+    '<function=cancel_reservation>{"reservation_id": "A1"}</function>',
+    'Action: cancel_reservation\nAction Input: {"reservation_id": "A1"}',
+    "cancel_reservation(reservation_id='A1')",
+    "Sure.\n[cancel_reservation(reservation_id=\"A1\")]",
+    '{"cancel_reservation": {"reservation_id": "A1"}}',
+    '<invoke name="functions.cancel_reservation"><parameter name="id">A1</parameter></invoke>',
+])
+def test_a_tool_call_written_as_text_fires(text: str) -> None:
+    assert TEXT_CALL in tiers_of([user("Cancel A1."), said(text)])
+
+
+@pytest.mark.parametrize("text", [
+    # Naming a tool in prose, or a call the same message really made.
+    "I used `cancel_reservation` to cancel it.",
+    "To cancel, I call cancel_reservation(reservation_id=...) once you confirm.",
+    # A tool the agent does not have (the user's phone tools), or JSON that names none.
+    "Please run `toggle_roaming()` on your phone.",
+    '{"status": "cancelled", "reservation_id": "A1"}',
+])
+def test_prose_and_foreign_tools_are_not_text_calls(text: str) -> None:
+    assert TEXT_CALL not in tiers_of([user("Cancel A1."), said(text)])
+    typed = '{"name": "cancel_reservation", "arguments": {}}'
+    assert TEXT_CALL not in tiers_of([user("Cancel A1."), said(typed, "cancel_reservation")])
+
+
+# --- values with no source ---------------------------------------------------------------
+def _booked(reply: str) -> tuple:
+    return tiers_of([
+        {"role": "system", "content": "Each extra bag costs $50."},
+        user("Book HAT136 for me and my son, user mia_li_3668."),
+        called("book_reservation"),
+        result("book_reservation", {"reservation_id": "HATHAT", "flights": [
+            {"flight_number": "HAT136", "price": 152}, {"flight_number": "HAT039",
+                                                        "price": 103}],
+            "payment_history": [{"payment_id": "credit_card_4421486", "amount": 510}],
+            "departure": "19:00:00"}),
+        said(reply)])
+
+
+@pytest.mark.parametrize("reply", [
+    "Booked! Your reservation ID is HATHAT, paid with credit_card_4421486.",
+    "The fares are $152 and $103, $255 per passenger; $510 has been charged in total.",
+    "The refund of $255 per passenger will follow; an extra bag is $50. It departs at 7:00 PM.",
+])
+def test_values_from_results_users_and_the_policy_are_grounded(reply: str) -> None:
+    assert _booked(reply) == ()
+
+
+@pytest.mark.parametrize(("reply", "value"), [
+    ("Your confirmation number is ZX81QP.", "ZX81QP"),
+    ("The total came to $1,818 for both of you.", "$1,818"),
+    ("It departs at 11:45 AM.", "11:45 AM"),
+    ("$300 has been charged to your card.", "$300"),  # the result charged 510
+])
+def test_values_no_source_gave_are_ungrounded(reply: str, value: str) -> None:
+    assert _booked(reply) == (UNGROUNDED,)
+    (verdict,) = [v for v in judge_conversation([user("x"), said(reply)], AIRLINE)]
+    assert value in (verdict.evidence(UNGROUNDED) or value)
+
+
+def test_a_refund_reported_as_a_charge_is_misreported() -> None:
+    messages = [user("Downgrade me."), called("update_reservation_flights"),
+                result("update_reservation_flights",
+                       {"payment_history": [{"payment_id": "gc_1", "amount": -114}]})]
+    assert tiers_of([*messages, said("A refund of $114 has been credited to your card.")]) == ()
+    assert tiers_of([*messages, said("The additional cost of $114 has been charged.")]) == (
+        UNGROUNDED,)
+
+
+def test_result_amounts_read_json_keys_and_prose() -> None:
+    assert result_amounts('{"price": 12, "seats": 4, "payment_history": '
+                          '[{"amount": -3.5}]}') == [12.0, -3.5]
+    assert result_amounts("Error: total price is 1,002, but paid 955") == [1002.0, 955.0]
+
+
+# --- loops -------------------------------------------------------------------------------
+ASK = "To modify your flight I need your reservation ID. Could you please provide it?"
+
+
+def test_the_same_request_again_with_nothing_new_is_a_loop() -> None:
+    messages = [user("Change my flight."), said(ASK), user("I don't have it with me."),
+                said("I understand. I need the reservation ID to modify your flight; "
+                     "please provide it when you can.")]
+    assert tiers_of(messages) == (REPETITION,)
+    (verdict,) = [v for v in judge_conversation(messages, AIRLINE) if v.msg_index == 3]
+    assert verdict.repeats == 1 and verdict.similarity is not None
+
+
+def test_progress_between_or_in_the_reply_is_not_a_loop() -> None:
+    base = [user("Change my flight."), said(ASK), user("I don't have it.")]
+    # Something new in the reply: a new way forward.
+    assert tiers_of([*base, said(ASK + " Alternatively, I can look up all bookings under "
+                                       "your user ID instead.")]) == ()
+    # A new tool result between the two replies.
+    assert tiers_of([*base, called("get_user_details"),
+                     result("get_user_details", {"reservations": ["ABC123"]}),
+                     said(ASK)]) == ()
+    # The reply makes a call of its own.
+    assert tiers_of([*base, said(ASK, "get_user_details")]) == ()
+
+
+def test_the_same_error_result_again_is_not_progress() -> None:
+    error = "Error: flight HAT030 not available on date 2024-05-13"
+    failed = "It seems flight HAT030 is not available on May 13. Shall I search alternatives?"
+    messages = [user("Change to HAT030."), called("update_reservation_flights"),
+                result("update_reservation_flights", error), said(failed),
+                user("Try again."), called("update_reservation_flights"),
+                result("update_reservation_flights", error), said(failed)]
+    assert tiers_of(messages) == (REPETITION,)
+
+
+# --- the hook ----------------------------------------------------------------------------
+def test_check_conversation_judges_the_last_reply_and_emits() -> None:
+    messages = [user("Cancel ABC."), said("Your reservation ABC has been cancelled.")]
+    with capture() as cap:
+        verdict = FabricationGuard().check_conversation(messages, AIRLINE, request_id="r1",
+                                                         channel="conv-1")
+    assert verdict.tiers == (ACTION,) and verdict.msg_index == 1
+    assert verdict.reply.startswith(messages[-1]["content"]) and "⚠️" in verdict.reply
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_TIER] == ACTION
+    assert event.attributes[names.ATTR_CHANNEL] == "conv-1"
+    (payload,) = cap.payloads
+    assert '"msg_index": 1' in payload.body
+
+
+def test_check_conversation_never_raises() -> None:
+    guard = FabricationGuard()
+    with capture() as cap:
+        verdict = guard.check_conversation([user("x"), {"role": "robot"},
+                                            said("I've deployed it.")], AIRLINE)
+    assert not verdict.flagged and verdict.reply == "I've deployed it."
+    assert cap.counter_total(names.METRIC_HOOK_ERRORS) == 1
+    assert guard.check_conversation([user("hi")], AIRLINE).reply == ""
+
+
+# --- every pattern runs in time linear in its input -------------------------------------
+_ADVERSARIAL = [
+    "I'm " * 4000, "I have been " * 3000, "let me " * 4000, "$1," * 8000, "12:" * 8000,
+    '{"name": "' * 3000, "<tool_call>" * 2000, "cancel_reservation(" * 2000,
+    "- **a:** " * 3000, "A1" * 8000, "a" * 40000, "if you " * 4000, ". " * 12000,
+    "`" * 20000, '"' * 20000, "Action: " * 4000, "123 " * 8000,
+]
+
+
+def _judge_seconds(text: str) -> float:
+    messages = [user(text), said(text)]
+    started = time.perf_counter()
+    judge_conversation(messages, AIRLINE)
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("unit", _ADVERSARIAL, ids=range(len(_ADVERSARIAL)))
+def test_adversarial_input_costs_time_linear_in_its_size(unit: str) -> None:
+    # Doubling the input must about double the time: quadratic work would quadruple it.
+    # Best of three per size keeps a busy machine from deciding.
+    small = min(_judge_seconds(unit) for _ in range(3))
+    large = min(_judge_seconds(unit * 4) for _ in range(3))
+    assert large < 10 * max(small, 0.002), (small, large)
