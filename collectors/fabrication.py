@@ -1,20 +1,23 @@
 """Fabrication guard (family 2): replies that claim work no tool did, or that loop.
 
-Three tiers, checked against the tools that actually fired this turn:
+Two entry points, one engine (:mod:`~guardtrace.collectors.conversation_guard`):
 
-1. ``action``: the reply claims write/execute work ("I'm deploying the patch now",
-   "I've written the file", "Let me write it") and no write-class tool fired.
-2. ``read``: the reply narrates reading ("Let me read the full content", "I'm looking at
-   the logs") and no read-class tool fired. Only a read-class tool excuses it: writing a
-   file or sending an email reads nothing. A tool that does both (a shell) can be put in
-   both classes.
-3. ``repetition``: the reply's character-4-shingle Jaccard similarity with one of the
-   last 3 replies on the same channel is strictly above 0.70 (0.70 itself stays quiet).
+* :meth:`FabricationGuard.check_conversation` takes what an agent actually holds (the
+  message list, tool results included, and the tool catalog) and judges the latest
+  assistant reply within its turn, on all five tiers: ``action``, ``read``,
+  ``text_tool_call``, ``ungrounded_result`` and ``repetition``.
+* :meth:`FabricationGuard.check` is the simple case: one reply and the names of the tools
+  that fired this turn, with the channel's last replies kept by the guard. Without the
+  conversation there are no sources to ground values in, so ``ungrounded_result`` does
+  not run there.
 
-:class:`FabricationDetector` decides (pure, thread-safe); :class:`FabricationGuard` is the
-hook an agent calls after each reply: it keeps the channel history, appends one inline
-disclaimer per flagged tier and emits telemetry. :func:`scan_fabrication_input` is the
-offline scanner's per-record entry point.
+Both append one inline disclaimer per fired tier to the reply and emit the shared
+telemetry (span event, capped counter, structured log, debug payload). Neither ever
+raises: an internal error is counted in ``guardtrace.hook_errors`` and the reply comes
+back unchanged.
+
+:class:`FabricationDetector` decides without side effects; :func:`detect_fabrication`
+and :func:`scan_fabrication_input` run it offline.
 """
 
 from __future__ import annotations
@@ -26,25 +29,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guardtrace.collectors.conversation_guard import (
+    CONVERSATION_TIERS,
+    ConversationDetector,
+    ReplyVerdict,
+)
 from guardtrace.collectors.errors import (
     GuardInputError,
     record_label,
     require_object,
     require_text,
 )
-from guardtrace.collectors.fabrication_patterns import (
-    DEFAULT_PATTERNS,
-    DEFAULT_READ_TOOLS,
-    DEFAULT_WRITE_TOOLS,
-    PatternBank,
-    prepare_text,
-)
 from guardtrace.collectors.reply_history import (
     HistoryEntry,
     InMemoryReplyHistory,
     ReplyHistory,
-    jaccard,
-    shingle_set,
 )
 from guardtrace.collectors.telemetry import GuardTelemetry, guarded, new_request_id
 from guardtrace.schemas import names
@@ -60,22 +59,27 @@ __all__ = [
     "scan_fabrication_input",
 ]
 
-TIERS: tuple[str, ...] = (names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION)
+TIERS: tuple[str, ...] = CONVERSATION_TIERS
+# The tiers the simple check runs: without the conversation nothing grounds a value.
+_SIMPLE_TIERS = tuple(t for t in TIERS if t != names.TIER_UNGROUNDED_RESULT)
 
-# Format fields: {phrase} (first matched phrase), {tools} ("none" or a comma list),
-# {percent} (similarity, whole percent), {history_size}.
+# Format fields: {phrase} (the first evidence), {tools} ("none" or a comma list),
+# {percent} (share of the reply repeated, whole percent).
 DEFAULT_DISCLAIMERS: Mapping[str, str] = {
-    names.TIER_ACTION: ("⚠️ I used action language ('{phrase}') but did NOT call any "
-                        "write/execute tool this turn. Tools fired: {tools}."),
-    names.TIER_READ: ("⚠️ I described reading ('{phrase}') but did NOT call any "
-                      "read/search tool this turn. Tools fired: {tools}."),
-    names.TIER_REPETITION: ("⚠️ This reply is {percent}% similar to one of my last "
-                            "{history_size} messages on this channel — I'm looping."),
+    names.TIER_ACTION: ("⚠️ I said I did or am doing something ('{phrase}') but no tool "
+                        "that does it ran this turn. Tools fired: {tools}."),
+    names.TIER_READ: ("⚠️ I said I checked or looked something up ('{phrase}') but no "
+                      "lookup tool ran this turn. Tools fired: {tools}."),
+    names.TIER_TEXT_TOOL_CALL: ("⚠️ I wrote a tool call out as text ('{phrase}') instead "
+                                "of making it: it did NOT run. Tools fired: {tools}."),
+    names.TIER_UNGROUNDED_RESULT: ("⚠️ I stated values ({phrase}) that no tool result or "
+                                   "message in this conversation gave: treat them as "
+                                   "unverified."),
+    names.TIER_REPETITION: ("⚠️ This reply repeats what I already said ({percent}% the same) "
+                            "with nothing new since: I'm looping."),
 }
 
 _OPERATION = "fabrication_detection"
-_MAX_PHRASES_PER_TIER = 5
-_EXCERPT_CHARS = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +87,9 @@ class FabricationMatch:
     """Why a tier fired.
 
     Attributes:
-        tier: ``"action"``, ``"read"`` or ``"repetition"``.
-        phrase: The matched words (whitespace collapsed); for ``repetition``, an excerpt
-            of the earlier reply this one repeats.
+        tier: One of :data:`TIERS`.
+        phrase: The evidence: the claim's words, the typed call, the values with no
+            source, or an excerpt of the reply this one repeats.
     """
 
     tier: str
@@ -98,15 +102,17 @@ class FabricationVerdict:
 
     Attributes:
         flagged: True when at least one tier fired.
-        tiers: The tiers that fired, in the order action, read, repetition.
+        tiers: The tiers that fired, in :data:`TIERS` order.
         matches: Evidence for each fired tier, in tier order.
-        similarity: Highest Jaccard similarity with the compared history; None when
-            there was no history to compare with.
+        similarity: For ``repetition``, the share of the reply's content an earlier reply
+            already said; None when the tier did not fire.
         reply: The reply to show: the original with one disclaimer line per fired tier
             appended, or the original unchanged when nothing fired.
         original_reply: The reply as given.
-        tools_fired: The tool names given, deduplicated, in order.
+        tools_fired: The tools that ran this turn, deduplicated, in order.
         disclaimers: The appended disclaimer lines.
+        msg_index: For :meth:`FabricationGuard.check_conversation`, the judged reply's
+            index in the message list; None for :meth:`FabricationGuard.check`.
     """
 
     flagged: bool
@@ -117,9 +123,10 @@ class FabricationVerdict:
     original_reply: str
     tools_fired: tuple[str, ...] = ()
     disclaimers: tuple[str, ...] = ()
+    msg_index: int | None = None
 
     def phrase(self, tier: str) -> str | None:
-        """The first matched phrase of ``tier``, or None if it did not fire."""
+        """The evidence of ``tier``, or None if it did not fire."""
         return next((m.phrase for m in self.matches if m.tier == tier), None)
 
     @classmethod
@@ -128,141 +135,134 @@ class FabricationVerdict:
         return cls(False, (), (), None, reply, reply, tuple(tools_fired))
 
 
-def _tool_keys(name: str) -> tuple[str, ...]:
-    # Case-insensitive, and namespaced names ("functions.write_file",
-    # "mcp__fs__write_file") match on their last segment too.
-    key = name.strip().casefold()
-    last = key
-    for sep in ("__", ".", "/", ":"):
-        last = last.rsplit(sep, 1)[-1]
-    return (key, last) if last != key else (key,)
-
-
 def _dedupe(names_: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names_ if isinstance(n, str) and n))
 
 
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _EXCERPT_CHARS else flat[:_EXCERPT_CHARS - 1] + "…"
-
-
 class FabricationDetector:
-    """Decides the three tiers for one reply. Immutable and safe to share across threads.
+    """Decides the tiers for replies. Immutable and safe to share across threads.
 
     Args:
-        patterns: The tier 1 and 2 pattern bank (default :data:`DEFAULT_PATTERNS`).
-        write_tools: Tool names that make action claims honest (case-insensitive).
-        read_tools: Tool names that make read narration honest (case-insensitive).
-        threshold: Tier 3 fires when the similarity is strictly above this.
-        history_size: How many of the most recent earlier replies are compared.
-        min_repetition_chars: Replies shorter than this (after whitespace collapsing)
-            never fire tier 3: repeating "Done." or "Thanks!" is consistency, not a loop.
-            Their similarity is still reported.
+        tool_kinds: Kinds to force per tool name: ``"read"``, ``"write"``, ``"both"`` or
+            ``"none"``, over what the catalog declares and the names say.
+        write_tools: Shorthand: these names are write tools (``tool_kinds`` wins).
+        read_tools: Shorthand: these names are read tools (a name in both lists is both).
+        loop_threshold: Least share of content a reply and an earlier one must share
+            (in both directions) for ``repetition``.
+        history_size: How many of a channel's recent replies the simple check compares.
+        min_loop_words: Replies with fewer content words never count as loops
+            ("Thanks!", "Done.").
         disclaimers: Disclaimer templates by tier (see :data:`DEFAULT_DISCLAIMERS`).
+        tiers: The tiers to run (all by default).
 
     Raises:
-        ValueError: ``threshold`` outside [0, 1], ``history_size`` below 1, or a
-            disclaimer template missing for a tier.
+        ValueError: A setting out of range, an unknown tier, or a disclaimer missing for
+            a tier.
     """
 
-    def __init__(self, *, patterns: PatternBank = DEFAULT_PATTERNS,
-                 write_tools: Iterable[str] = DEFAULT_WRITE_TOOLS,
-                 read_tools: Iterable[str] = DEFAULT_READ_TOOLS,
-                 threshold: float = 0.70, history_size: int = 3,
-                 min_repetition_chars: int = 20,
-                 disclaimers: Mapping[str, str] = DEFAULT_DISCLAIMERS) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be within [0, 1], got {threshold}")
+    def __init__(self, *, tool_kinds: Mapping[str, Any] | None = None,
+                 write_tools: Iterable[str] = (), read_tools: Iterable[str] = (),
+                 loop_threshold: float = 0.4, history_size: int = 3,
+                 min_loop_words: int = 3,
+                 disclaimers: Mapping[str, str] = DEFAULT_DISCLAIMERS,
+                 tiers: Iterable[str] = TIERS) -> None:
         if history_size < 1:
             raise ValueError(f"history_size must be at least 1, got {history_size}")
-        missing = [t for t in TIERS if t not in disclaimers]
+        tiers = tuple(tiers)
+        unknown = sorted(set(tiers) - set(TIERS))
+        if unknown:
+            raise ValueError(f"unknown tiers {unknown}; expected some of {TIERS}")
+        missing = [t for t in tiers if t not in disclaimers]
         if missing:
             raise ValueError(f"disclaimers missing for tiers {missing}")
-        self.patterns = patterns
-        self.write_tools = frozenset(t.casefold() for t in write_tools)
-        self.read_tools = frozenset(t.casefold() for t in read_tools)
-        self.threshold = threshold
+        kinds: dict[str, Any] = {}
+        for name in write_tools:
+            kinds[name] = {"write"}
+        for name in read_tools:
+            kinds[name] = kinds.get(name, set()) | {"read"}
+        kinds.update(tool_kinds or {})
+        self.engine = ConversationDetector(tool_kinds=kinds, loop_threshold=loop_threshold,
+                                           min_loop_words=min_loop_words, tiers=tiers)
         self.history_size = history_size
-        self.min_repetition_chars = min_repetition_chars
         self.disclaimers = dict(disclaimers)
 
-    def _fired(self, tools: Sequence[str], tool_class: frozenset[str]) -> bool:
-        return any(key in tool_class for name in tools for key in _tool_keys(name))
-
-    @staticmethod
-    def _distinct(found: list[str]) -> list[str]:
-        phrases: dict[str, str] = {}
-        for phrase in found:
-            phrases.setdefault(phrase.casefold(), phrase)
-            if len(phrases) >= _MAX_PHRASES_PER_TIER:
-                break
-        return list(phrases.values())
+    @property
+    def tiers(self) -> frozenset[str]:
+        return self.engine.tiers
 
     def detect(self, reply: str, tools_fired: Iterable[str] = (),
-               history: Sequence[str | HistoryEntry] = (), *,
-               current_shingles: set[int] | frozenset[int] | None = None,
-               ) -> FabricationVerdict:
-        """Check one reply.
+               history: Sequence[str | HistoryEntry] = ()) -> FabricationVerdict:
+        """Check one reply: the simple case, without the conversation.
 
         Args:
             reply: The assistant's reply text.
-            tools_fired: Names of the tools that fired this turn (any order, any case).
+            tools_fired: Names of the tools that ran this turn (any order).
             history: Earlier replies on the same channel, oldest first; only the last
-                ``history_size`` are compared. Empty skips tier 3.
-            current_shingles: ``shingle_set(reply)`` if the caller already has it.
+                ``history_size`` are compared. A reply with tools fired this turn made
+                progress and is never a loop.
 
         Returns:
             The verdict, with the disclaimers appended to ``reply`` when flagged.
         """
         tools = _dedupe(tools_fired)
-        tiers: list[str] = []
-        matches: list[FabricationMatch] = []
-        # A tier whose tool class fired cannot fire: skip its regex work entirely.
-        open_tiers = [tier for tier, tool_class in ((names.TIER_ACTION, self.write_tools),
-                                                    (names.TIER_READ, self.read_tools))
-                      if not self._fired(tools, tool_class)]
-        if open_tiers:
-            found = self.patterns.find_tiers(prepare_text(reply), open_tiers)
-            for tier in open_tiers:
-                phrases = self._distinct(found[tier])
-                if phrases:
-                    tiers.append(tier)
-                    matches.extend(FabricationMatch(tier, p) for p in phrases)
+        messages: list[dict[str, Any]] = []
+        for item in history[-self.history_size:] if history else ():
+            messages.append({"role": "assistant",
+                             "content": item.text if isinstance(item, HistoryEntry) else item})
+        messages.append({"role": "assistant", "content": reply,
+                         "tool_calls": [{"function": {"name": t}} for t in tools]})
+        verdicts = self.engine.judge(messages, None, only=(len(messages) - 1,),
+                                     tiers=_SIMPLE_TIERS)
+        if not verdicts:
+            return FabricationVerdict.quiet(reply, tools)
+        return self._verdict(reply, verdicts[0], tools)
 
-        similarity: float | None = None
-        recent = history[-self.history_size:] if history else ()
-        if recent:
-            current = shingle_set(reply) if current_shingles is None else current_shingles
-            best_entry: HistoryEntry | None = None
-            for item in recent:
-                entry = item if isinstance(item, HistoryEntry) else HistoryEntry.from_text(item)
-                score = jaccard(current, entry)
-                if similarity is None or score > similarity:
-                    similarity, best_entry = score, entry
-            if (similarity is not None and best_entry is not None
-                    and similarity > self.threshold
-                    and len(" ".join(reply.split())) >= self.min_repetition_chars):
-                tiers.append(names.TIER_REPETITION)
-                matches.append(FabricationMatch(names.TIER_REPETITION,
-                                                _excerpt(best_entry.text)))
+    def detect_conversation(self, messages: Sequence[Any], tools: Any = None, *,
+                            system: Any = None, only: Iterable[int] | None = None,
+                            ) -> list[FabricationVerdict]:
+        """Judge the assistant replies of a conversation (all five tiers).
 
-        if not tiers:
-            return FabricationVerdict(False, (), (), similarity, reply, reply, tools)
-        disclaimers = tuple(self._disclaimer(t, matches, tools, similarity) for t in tiers)
+        Args:
+            messages: OpenAI chat or Anthropic messages, tool results included.
+            tools: The tool catalog in any shape (None: unknown).
+            system: A system prompt given apart from ``messages`` (Anthropic).
+            only: Judge only the replies at these message indices.
+
+        Returns:
+            One verdict per judged reply (``msg_index`` set), in order.
+
+        Raises:
+            GuardInputError: ``messages`` or ``tools`` cannot be read.
+        """
+        return [self._verdict(v.text, v, v.tools_fired)
+                for v in self.engine.judge(messages, tools, system=system, only=only)]
+
+    def detect_last(self, messages: Sequence[Any], tools: Any = None, *,
+                    system: Any = None) -> FabricationVerdict | None:
+        """Judge only the last assistant reply of a conversation; None when it has none."""
+        verdicts = self.engine.judge(messages, tools, system=system, last_only=True)
+        return self._verdict(verdicts[0].text, verdicts[0], verdicts[0].tools_fired) \
+            if verdicts else None
+
+    def _verdict(self, reply: str, verdict: ReplyVerdict,
+                 tools: Sequence[str]) -> FabricationVerdict:
+        matches = tuple(FabricationMatch(f.tier, f.evidence) for f in verdict.findings)
+        if not verdict.tiers:
+            return FabricationVerdict(False, (), (), None, reply, reply, tuple(tools),
+                                      msg_index=verdict.msg_index)
+        disclaimers = tuple(self._disclaimer(t, matches, tools, verdict.similarity)
+                            for t in verdict.tiers)
         annotated = reply.rstrip() + "\n\n" + "\n".join(disclaimers)
-        return FabricationVerdict(True, tuple(tiers), tuple(matches), similarity,
-                                  annotated, reply, tools, disclaimers)
+        return FabricationVerdict(True, verdict.tiers, matches, verdict.similarity,
+                                  annotated, reply, tuple(tools), disclaimers,
+                                  verdict.msg_index)
 
     def _disclaimer(self, tier: str, matches: Sequence[FabricationMatch],
                     tools: Sequence[str], similarity: float | None) -> str:
         phrase = next((m.phrase for m in matches if m.tier == tier), "")
         return self.disclaimers[tier].format(
-            phrase=phrase,
-            tools=", ".join(tools) if tools else "none",
-            percent=round((similarity or 0.0) * 100),
-            history_size=self.history_size,
-        )
+            phrase=phrase, tools=", ".join(tools) if tools else "none",
+            percent=round((similarity or 0.0) * 100))
 
 
 @functools.cache
@@ -277,7 +277,7 @@ def detect_fabrication(reply: str, tools_fired: Iterable[str] = (),
 
     Args:
         reply: The assistant's reply text.
-        tools_fired: Names of the tools that fired this turn.
+        tools_fired: Names of the tools that ran this turn.
         history: Earlier replies on the same channel, oldest first.
         detector: Configuration to use; the defaults when None.
 
@@ -294,27 +294,44 @@ def _quiet_on_error(self: FabricationGuard, reply: Any = "", tools_fired: Any = 
         tools = _dedupe(tools_fired or ())
     except Exception:  # noqa: BLE001 - the fallback itself must not raise
         tools = ()
-    return FabricationVerdict.quiet(reply, tools)
+    return FabricationVerdict.quiet(reply if isinstance(reply, str) else "", tools)
+
+
+def _quiet_conversation(self: FabricationGuard, messages: Any = (), *args: Any,
+                        **kwargs: Any) -> FabricationVerdict:
+    # The fallback of `guarded` for conversations: the last assistant text, unchanged.
+    text = ""
+    try:
+        for message in reversed(list(messages)):
+            role = message.get("role") if isinstance(message, Mapping) else getattr(
+                message, "role", None)
+            if role == "assistant":
+                content = (message.get("content") if isinstance(message, Mapping)
+                           else getattr(message, "content", None))
+                text = content if isinstance(content, str) else ""
+                break
+    except Exception:  # noqa: BLE001 - the fallback itself must not raise
+        pass
+    return FabricationVerdict.quiet(text)
 
 
 @dataclass
 class FabricationGuard:
     """The hook an agent calls on each reply before showing it.
 
-    ``check`` never raises: an internal error is counted in ``guardtrace.hook_errors``
+    Neither method raises: an internal error is counted in ``guardtrace.hook_errors``
     and returns an unflagged verdict with the reply unchanged.
 
     Args:
         detector: The tier configuration (defaults when omitted).
-        history: The per-channel reply store (an in-memory one of ``history_size``
-            replies per channel when omitted).
-        module: The ``module`` label and attribute of this guard's telemetry, so an
-            agent can report its own module (keyword only); None keeps ``replies``.
+        history: The per-channel reply store of the simple check (an in-memory one of
+            ``history_size`` replies per channel when omitted).
+        module: The ``module`` label and attribute of this guard's telemetry (keyword
+            only); None keeps ``replies``.
 
     Example:
         >>> guard = FabricationGuard()
-        >>> verdict = guard.check("I'm deploying the patch now.", [], channel="c1")
-        >>> verdict.tiers
+        >>> guard.check("I'm deploying the patch now.", [], channel="c1").tiers
         ('action',)
     """
 
@@ -337,10 +354,11 @@ class FabricationGuard:
 
         Args:
             reply: The assistant's reply text.
-            tools_fired: Names of every tool that fired this turn (all model calls of
-                the turn, not only the last one; see ``guardtrace.collectors.tool_calls``).
-            channel: The conversation the reply belongs to. None skips tier 3 and is
-                not recorded: replies of unrelated conversations are never compared.
+            tools_fired: Names of every tool that ran this turn (all model calls of the
+                turn, not only the last one; see ``guardtrace.collectors.tool_calls``).
+            channel: The conversation the reply belongs to. None skips ``repetition``
+                and is not recorded: replies of unrelated conversations are never
+                compared.
             request_id: Correlates telemetry; the current trace id or a random id when
                 None.
             agent: The ``agent`` label and attribute (capped in the counter).
@@ -351,18 +369,49 @@ class FabricationGuard:
         started = time.perf_counter()
         tools = _dedupe(tools_fired)
         history: Sequence[HistoryEntry] = ()
-        current: set[int] | None = None
         if channel is not None:
             assert self.history is not None
             history = self.history.recent(channel)
-            # Shingled once here: compared against the history, then stored in it.
-            current = shingle_set(reply)
-        verdict = self.detector.detect(reply, tools, history, current_shingles=current)
-        if channel is not None and current is not None:
+        verdict = self.detector.detect(reply, tools, history)
+        if channel is not None:
             # The original reply is stored, never the annotated one: the disclaimer
             # text would make every flagged reply look like every other.
             assert self.history is not None
-            self.history.record(channel, HistoryEntry.from_text(reply, current))
+            self.history.record(channel, HistoryEntry.from_text(reply))
+        if verdict.flagged:
+            self._emit(verdict, channel, request_id or new_request_id(), agent,
+                       (time.perf_counter() - started) * 1000.0)
+        return verdict
+
+    @guarded(_quiet_conversation)
+    def check_conversation(self, messages: Sequence[Any], tools: Any = None, *,
+                           system: Any = None, channel: str | None = None,
+                           request_id: str | None = None,
+                           agent: str | None = None) -> FabricationVerdict:
+        """Judge the latest assistant reply of a conversation and report what was found.
+
+        Call it when the model has answered, before showing the answer: ``messages`` is
+        the conversation as the agent holds it (OpenAI chat or Anthropic messages, tool
+        calls and results included, the new reply last), ``tools`` the catalog the model
+        was given (OpenAI, Responses, Anthropic, MCP or any JSON-schema tool objects).
+
+        Args:
+            messages: The conversation, oldest first.
+            tools: The tool catalog; None when unknown (every call then counts as run,
+                and tool kinds come from names alone).
+            system: A system prompt passed apart from ``messages`` (Anthropic).
+            channel: Recorded with the telemetry (the conversation's id).
+            request_id: Correlates telemetry; generated when None.
+            agent: The ``agent`` label and attribute (capped in the counter).
+
+        Returns:
+            The verdict on the last assistant reply with text (``msg_index`` set); an
+            unflagged empty verdict when there is none.
+        """
+        started = time.perf_counter()
+        verdict = self.detector.detect_last(messages, tools, system=system)
+        if verdict is None:
+            return FabricationVerdict.quiet("")
         if verdict.flagged:
             self._emit(verdict, channel, request_id or new_request_id(), agent,
                        (time.perf_counter() - started) * 1000.0)
@@ -395,6 +444,7 @@ class FabricationGuard:
                         for m in verdict.matches],
             names.ATTR_SIMILARITY: similarity,
             names.ATTR_CHANNEL: channel,
+            "msg_index": verdict.msg_index,
         }, agent=agent)
 
 
@@ -425,9 +475,9 @@ def scan_fabrication_input(obj: Mapping[str, Any], *,
 
     Returns:
         ``{"id", "flagged", "tiers", "matches": [{"tier", "phrase"}], "similarity"}``,
-        where ``tiers`` is ordered action, read, repetition and ``similarity`` is the
-        highest Jaccard similarity with the last 3 history entries rounded to 4 places,
-        or None without history.
+        where ``tiers`` follow :data:`TIERS` order and ``similarity`` is the share of the
+        reply an earlier one repeats (rounded to 4 places) when ``repetition`` fired, else
+        None.
 
     Raises:
         GuardInputError: ``obj`` is not a mapping, ``reply`` is missing or not a string,

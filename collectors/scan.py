@@ -5,6 +5,11 @@ order, carrying the input's ``id``. A line that cannot be checked yields
 ``{"id": <id or null>, "error": "<what is wrong>"}`` and the scan goes on; the exit
 status is then 2. Blank lines are skipped. This is how people scan their own archives
 and how the detectors are evaluated.
+
+``conversations`` differs in one way: a line holds a whole conversation, and the scan
+prints one object per assistant message that has text,
+``{"conv_id", "msg_index", "tiers", "evidence"}``; a line that cannot be read yields
+``{"conv_id": <id or null>, "error": ...}``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
+from guardtrace.collectors.conversation_scan import scan_conversation_input
 from guardtrace.collectors.criticality import scan_question_input
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.fabrication import scan_fabrication_input
@@ -25,11 +31,14 @@ SCANNERS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "fabrication": scan_fabrication_input,
     "questions": scan_question_input,
     "plans": scan_plan_input,
+    "conversations": scan_conversation_input,
 }
+# Scanners that print several verdicts per input line, keyed by this id field.
+_MULTI = {"conversations": "conv_id"}
 
 # The verdict field each kind counts as a "hit" in the summary.
 _HIT = {"fabrication": ("flagged", True), "questions": ("should_reason", True),
-        "plans": ("valid", False)}
+        "plans": ("valid", False), "conversations": ("flagged", True)}
 
 
 class ScanSummary(Counter):
@@ -46,6 +55,7 @@ def scan_lines(kind: str, lines: Iterable[str], out: TextIO) -> ScanSummary:
         raise ValueError(f"unknown scan kind {kind!r}; expected one of {', '.join(SCANNERS)}")
     scanner = SCANNERS[kind]
     hit_field, hit_value = _HIT[kind]
+    id_field = _MULTI.get(kind, "id")
     summary = ScanSummary()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -66,14 +76,23 @@ def scan_lines(kind: str, lines: Iterable[str], out: TextIO) -> ScanSummary:
             verdict = scanner(obj)
         except GuardInputError as exc:
             summary["errors"] += 1
-            verdict = {"id": record_id, "error": str(exc)}
+            verdict = {id_field: record_id, "error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad record must not end the scan
             summary["errors"] += 1
-            verdict = {"id": record_id,
+            verdict = {id_field: record_id,
                        "error": f"line {number}: could not be checked: {type(exc).__name__}: "
                                 f"{exc}"}
-        else:
-            if verdict.get(hit_field) == hit_value:
+        verdicts = verdict if isinstance(verdict, list) else [verdict]
+        for item in verdicts:
+            if "error" not in item and _is_hit(item, hit_field, hit_value):
                 summary[hit_field if hit_value else f"not_{hit_field}"] += 1
-        out.write(json.dumps(verdict, ensure_ascii=False) + "\n")
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+        if id_field != "id":
+            summary["replies"] += sum(1 for v in verdicts if "error" not in v)
     return summary
+
+
+def _is_hit(verdict: Mapping[str, Any], hit_field: str, hit_value: Any) -> bool:
+    if hit_field == "flagged" and "tiers" in verdict and "flagged" not in verdict:
+        return bool(verdict["tiers"]) is hit_value
+    return verdict.get(hit_field) == hit_value

@@ -311,14 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Check each line of a JSONL file with one guard's "
                        "detector and print one JSON verdict per line, in order, with the "
                        "input's id. Inputs: fabrication {id, reply, tools_fired, history, "
-                       "channel?}; questions {id, question}; plans {id, allowed_tools, plan}. "
-                       "A malformed line yields {id, error} and the scan goes on; the exit "
-                       "status is then 2.",
+                       "channel?}; questions {id, question}; plans {id, allowed_tools, plan}; "
+                       "conversations {id, tools, messages} (OpenAI chat or Anthropic "
+                       "messages with tool results), which prints one {conv_id, msg_index, "
+                       "tiers, evidence} per assistant message with text. A malformed line "
+                       "yields {id, error} ({conv_id, error} for conversations) and the scan "
+                       "goes on; the exit status is then 2.",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="examples:\n"
                               "  guardtrace scan fabrication replies.jsonl\n"
+                              "  guardtrace scan conversations traces.jsonl --summary\n"
                               "  cat plans.jsonl | guardtrace scan plans - --summary")
-    p.add_argument("kind", choices=("fabrication", "questions", "plans"),
+    p.add_argument("kind", choices=("fabrication", "questions", "plans", "conversations"),
                    help="which detector to run")
     p.add_argument("path", help="JSONL file, or - for standard input")
     p.add_argument("--summary", action="store_true",

@@ -107,6 +107,10 @@ ATTR_CHANNEL: Final = "channel"
 TIER_ACTION: Final = "action"
 TIER_READ: Final = "read"
 TIER_REPETITION: Final = "repetition"
+# A tool call written out as text (JSON, a tag, "Action:", tool(...)) while none was made.
+TIER_TEXT_TOOL_CALL: Final = "text_tool_call"
+# Concrete values (ids, amounts, times) that no tool result, user or system prompt gave.
+TIER_UNGROUNDED_RESULT: Final = "ungrounded_result"
 # Family 3
 ATTR_TRIGGER_PATTERN: Final = "trigger_pattern"
 ATTR_DEPTH: Final = "depth"

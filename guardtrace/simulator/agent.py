@@ -17,7 +17,6 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from guardtrace.collectors import plan_retry
 from guardtrace.collectors.fabrication import FabricationDetector, FabricationGuard
-from guardtrace.collectors.fabrication_patterns import DEFAULT_READ_TOOLS, DEFAULT_WRITE_TOOLS
 from guardtrace.collectors.plan_retry import (
     GeneratedPlan,
     PlanAttempt,
@@ -59,13 +58,11 @@ SPAN_LLM = "chat"
 SPAN_TOOL = "execute_tool"
 
 
-def _tool_classes() -> tuple[frozenset[str], frozenset[str]]:
-    # The fleet's agents tell the fabrication guard which of their tools write or read,
-    # as a deployment would; the defaults stay in.
+def _tool_kinds() -> dict[str, str]:
+    # The fleet's agents tell the fabrication guard what each of their tools does, as a
+    # deployment would (over what the tools' names say): read, write, or neither.
     tools = [t for catalog in (*MODULE_TOOLS.values(), GENERIC_TOOLS) for t in catalog]
-    writes = frozenset(DEFAULT_WRITE_TOOLS | {t[0] for t in tools if t[1] == "write"})
-    reads = frozenset(DEFAULT_READ_TOOLS | {t[0] for t in tools if t[1] == "read"})
-    return writes, reads
+    return {t[0]: t[1] if t[1] in ("read", "write") else "none" for t in tools}
 
 
 class SimulatedAgent:
@@ -81,8 +78,7 @@ class SimulatedAgent:
 
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
-        writes, reads = _tool_classes()
-        self._detector = FabricationDetector(write_tools=writes, read_tools=reads)
+        self._detector = FabricationDetector(tool_kinds=_tool_kinds())
         self._guards: dict[str, FabricationGuard] = {}
         self._planning: dict[str, GuardTelemetry] = {}
 

@@ -349,7 +349,8 @@ class Fleet:
             if neutral and rng.random() < 0.5:
                 tools = (rng.choice(neutral),)
         elif scenario is Scenario.REPLY_REPETITION:
-            channel, earlier, tools = self._last_quiet[agent.name]
+            # A loop says the same again with nothing new: no tool ran since.
+            channel, earlier, _ = self._last_quiet[agent.name]
             reply = texts.repeat_of(rng, earlier)
         else:
             if writes and rng.random() < 0.35:
@@ -358,7 +359,9 @@ class Fleet:
                 reply = texts.statement(rng)
                 if reads and rng.random() < 0.6:
                     tools = (rng.choice(reads),)
-            self._last_quiet[agent.name] = (channel, reply, tools)
+                # Only statements are repeated later: a repeated claim of work would
+                # also be a claim with no tool behind it this time.
+                self._last_quiet[agent.name] = (channel, reply, tools)
         request = texts.neutral_question(rng)
         return ReplyScript(reply, tools, channel), request, reply
 

@@ -1,9 +1,14 @@
-"""Fabrication guard (family 2): every rule fires on its lie and stays quiet on the truth."""
+"""Fabrication guard (family 2): the hook, its simple check and its telemetry.
+
+The phrase lists are the field reports' archive and its generalisations: each lie must
+fire, each truth stay quiet. The conversation engine under both entry points has its own
+tests (test_conversation_guard.py) and is measured on real replies by
+benchmarks/detection_quality.py.
+"""
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 
 import pytest
@@ -17,25 +22,16 @@ from guardtrace.collectors.fabrication import (
     detect_fabrication,
     scan_fabrication_input,
 )
-from guardtrace.collectors.fabrication_patterns import (
-    DEFAULT_ACTION_RULES,
-    DEFAULT_PATTERNS,
-    DEFAULT_READ_RULES,
-    PatternBank,
-    Rule,
-    prepare_text,
-)
 from guardtrace.collectors.reply_history import (
     HistoryEntry,
     InMemoryReplyHistory,
     ReplyHistory,
-    jaccard,
-    shingle_set,
 )
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 
 ACTION, READ, REPETITION = names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION
+TEXT_CALL = names.TIER_TEXT_TOOL_CALL
 
 # --- phrase lists -----------------------------------------------------------------------
 # (reply, phrase the disclaimer must name). The first six are the field report's archive.
@@ -193,19 +189,27 @@ def test_read_class_tool_excuses_read_narration(tool: str) -> None:
 
 
 def test_write_tool_does_not_excuse_read_narration() -> None:
-    # Decision: writing a file or sending a message reads nothing. Tools that do both
-    # (a shell) can be listed in both classes.
+    # Writing a file reads nothing. A tool that runs commands (a shell) does both, and so
+    # does a tool both lists name.
     reply = "Let me read the config, then I'm writing the fix."
     assert _tiers(reply, ["write_file"]) == (READ,)
-    both = FabricationDetector(read_tools={"shell"}, write_tools={"shell"})
-    assert both.detect(reply, ["shell"]).tiers == ()
+    assert _tiers(reply, ["shell"]) == ()
+    both = FabricationDetector(read_tools={"apply_fix"}, write_tools={"apply_fix"})
+    assert both.detect(reply, ["apply_fix"]).tiers == ()
 
 
-def test_tool_classes_are_overridable() -> None:
+def test_tool_kinds_are_overridable() -> None:
     detector = FabricationDetector(write_tools={"ship_it"}, read_tools={"peek"})
     assert detector.detect("I'm deploying now.", ["ship_it"]).tiers == ()
-    assert detector.detect("I'm deploying now.", ["write_file"]).tiers == (ACTION,)
+    assert detector.detect("I'm deploying now.", ["read_file"]).tiers == (ACTION,)
     assert detector.detect("Let me read it.", ["peek"]).tiers == ()
+    neither = FabricationDetector(tool_kinds={"write_file": "none"})
+    assert neither.detect("I've written the file.", ["write_file"]).tiers == (ACTION,)
+
+
+def test_unknown_tools_back_any_claim() -> None:
+    # Not knowing what a tool does is no evidence that a claim about it is false.
+    assert _tiers("I'm deploying now. Let me read the logs.", ["frobnicate"]) == ()
 
 
 def test_both_tiers_fire_in_order_with_all_phrases() -> None:
@@ -213,139 +217,96 @@ def test_both_tiers_fire_in_order_with_all_phrases() -> None:
         "Let me read the logs. I'm deploying now, and I've written the file.", [])
     assert verdict.tiers == (ACTION, READ)
     assert [(m.tier, m.phrase) for m in verdict.matches] == [
-        (ACTION, "I'm deploying"), (ACTION, "I've written"), (READ, "Let me read")]
+        (ACTION, "I'm deploying; I've written"), (READ, "Let me read")]
 
 
 def test_repeated_phrase_is_reported_once() -> None:
-    verdict = detect_fabrication("I'm deploying. i'm deploying! I'm deploying?", [])
+    verdict = detect_fabrication("I'm deploying. I'm deploying! I'm deploying.", [])
     assert [m.phrase for m in verdict.matches] == ["I'm deploying"]
 
 
-# --- pattern bank -----------------------------------------------------------------------
-def test_pattern_bank_can_be_extended_and_replaced() -> None:
-    bank = DEFAULT_PATTERNS.extend(action=[r"\bI'm\s+yeeting\b"], read=[Rule(r"\bpeeking\b")])
-    detector = FabricationDetector(patterns=bank)
-    assert detector.detect("I'm yeeting it to prod.", []).tiers == (ACTION,)
-    assert detector.detect("Peeking at it.", []).tiers == (READ,)
-    only_custom = FabricationDetector(patterns=PatternBank(action=[r"\bfrobnicating\b"]))
-    assert only_custom.detect("I'm deploying now.", []).tiers == ()
-    assert only_custom.detect("Frobnicating.", []).tiers == (ACTION,)
+def test_a_typed_tool_call_fires_without_a_catalog_only_in_its_wrappers() -> None:
+    typed = '<tool_call>{"name": "deploy", "arguments": {"env": "prod"}}</tool_call>'
+    assert _tiers(typed) == (TEXT_CALL,)
+    assert _tiers('{"name": "deploy", "arguments": {}}') == (TEXT_CALL,)
+    # Prose that names a tool is not a call.
+    assert _tiers("The deploy tool has a name and arguments.") == ()
 
 
-def test_allow_rules_silence_site_specific_truths() -> None:
-    bank = DEFAULT_PATTERNS.extend(allow=[r"\bI'm\s+running\s+the\s+meeting\b"])
-    assert _tiers("I'm running the meeting today.") == (ACTION,)
-    assert FabricationDetector(patterns=bank).detect("I'm running the meeting today.",
-                                                     []).tiers == ()
+def test_the_simple_check_never_grounds_values() -> None:
+    # Without the conversation nothing can ground a value: that tier needs
+    # check_conversation.
+    assert _tiers("Your new reservation is ZX81QP, the total is $1,234.") == ()
 
 
-def test_invalid_pattern_fails_at_construction() -> None:
-    with pytest.raises(re.error):
-        PatternBank(action=["(unclosed"])
+# --- repetition -------------------------------------------------------------------------
+LOOP = "I can't find the config key you mention; could you paste the full error message?"
 
 
-def test_start_hints_find_the_same_matches_as_a_full_scan() -> None:
-    # `Rule.starts` is an optimisation: the same rules without it must agree everywhere.
-    hinted = PatternBank(DEFAULT_ACTION_RULES, DEFAULT_READ_RULES)
-    plain = PatternBank([Rule(r.pattern) for r in DEFAULT_ACTION_RULES],
-                        [Rule(r.pattern) for r in DEFAULT_READ_RULES])
-    corpus = ([r for r, _ in ACTION_LIES] + ACTION_TRUTHS + [r for r, _ in READ_LIES]
-              + READ_TRUTHS)
-    corpus.append("\n".join(corpus))
-    for text in corpus:
-        prepared = prepare_text(text)
-        for tier in (ACTION, READ):
-            assert hinted.find(tier, prepared) == plain.find(tier, prepared), text
+def test_repetition_fires_on_the_same_request_again() -> None:
+    verdict = detect_fabrication(LOOP, [], [LOOP])
+    assert verdict.tiers == (REPETITION,) and verdict.similarity == 1.0
+    assert verdict.phrase(REPETITION) == (LOOP if len(LOOP) <= 80 else LOOP[:79] + "…")
+    # Case, spacing and courtesy words do not make it new.
+    again = "Sorry! " + LOOP.upper().replace(" ", "  ")
+    assert detect_fabrication(again, [], [LOOP]).tiers == (REPETITION,)
 
 
-def test_prepare_text_masks_quotes_and_normalises_spaces() -> None:
-    assert prepare_text('a  b\t"quoted words" `x y` `tool_name`') == "a b `tool_name`"
-    assert prepare_text("x\n> quoted line\n```\ncode\n```\ny") == "x\n \n \ny"
+def test_a_paraphrase_of_the_same_request_is_a_loop() -> None:
+    earlier = "To change the flight I need your reservation ID. Please provide it."
+    reply = "I understand. Once you have the reservation ID, please provide it to change the flight."
+    assert detect_fabrication(reply, [], [earlier]).tiers == (REPETITION,)
 
 
-# --- tier 3 -----------------------------------------------------------------------------
-# 33 distinct characters give 30 distinct shingles; the first 24 give 21 of them, so
-# their Jaccard similarity is exactly 21/30 == 0.7.
-_BASE = "abcdefghijklmnopqrstuvwxyz0123456"
+def test_something_new_is_progress_not_a_loop() -> None:
+    earlier = "To change the flight I need your reservation ID. Please provide it."
+    # A new value, a new sentence of substance, or a tool run this turn is progress.
+    assert detect_fabrication(earlier + " Your user ID is mia_li_3668.", [],
+                              [earlier]).tiers == ()
+    assert detect_fabrication(
+        earlier + " Alternatively I can look up all bookings under your user profile.", [],
+        [earlier]).tiers == ()
+    assert detect_fabrication(earlier, ["get_user_details"], [earlier]).tiers == ()
 
 
-def test_similarity_of_exactly_the_threshold_stays_quiet() -> None:
-    verdict = detect_fabrication(_BASE, [], [_BASE[:24]])
-    assert verdict.similarity == 0.7
-    assert verdict.tiers == ()
-
-
-def test_similarity_strictly_above_the_threshold_fires() -> None:
-    detector = FabricationDetector(threshold=0.69)
-    verdict = detector.detect(_BASE, [], [_BASE[:24]])
-    assert verdict.tiers == (REPETITION,)
-    assert verdict.phrase(REPETITION) == _BASE[:24]
-
-
-def test_repetition_reports_the_max_similarity_over_the_last_three() -> None:
-    reply = "The deployment failed because the config was missing a key, sorry about that."
-    history = [reply, "Something entirely different about weather and tea and cake.",
-               "Another unrelated message on the channel about lunch plans.",
-               "And one more unrelated line about holidays in the mountains."]
-    verdict = detect_fabrication(reply, [], history)
-    assert verdict.tiers == ()  # the identical reply is the 4th from the end: forgotten
-    assert verdict.similarity is not None and verdict.similarity < 0.3
-    verdict = detect_fabrication(reply, [], history[1:] + [reply.upper()])
-    assert verdict.tiers == (REPETITION,)
-    assert verdict.similarity == 1.0  # case and spacing are normalised
+def test_repetition_compares_the_last_history_size_replies_only() -> None:
+    history = [LOOP, "The weather today is sunny with a light breeze from the west.",
+               "Tea is best brewed for three minutes at just under boiling.",
+               "Mountains in autumn are quiet, cold and very beautiful indeed."]
+    assert detect_fabrication(LOOP, [], history).tiers == ()
+    assert FabricationDetector(history_size=4).detect(LOOP, [], history).tiers == (
+        REPETITION,)
 
 
 def test_short_replies_never_loop() -> None:
-    verdict = detect_fabrication("Done, thanks!", [], ["Done, thanks!"])
-    assert verdict.similarity == 1.0
-    assert verdict.tiers == ()
-    assert FabricationDetector(min_repetition_chars=0).detect(
-        "Done, thanks!", [], ["Done, thanks!"]).tiers == (REPETITION,)
+    assert detect_fabrication("Done, thanks!", [], ["Done, thanks!"]).tiers == ()
+    assert detect_fabrication("Thank you, goodbye.", [], ["Thank you, goodbye."]).tiers == ()
 
 
 def test_no_history_means_no_similarity() -> None:
     assert detect_fabrication("Hello there, how can I help today?", []).similarity is None
 
 
-def test_shingles_and_jaccard() -> None:
-    text = "Hello  World\nhello world"
-    norm = "hello world hello world"
-    assert len(shingle_set(text)) == len({norm[i:i + 4] for i in range(len(norm) - 3)})
-    assert shingle_set("") == set() and len(shingle_set("ab")) == 1
-    entry = HistoryEntry.from_text(text)
-    assert jaccard(shingle_set(text), entry) == 1.0
-    assert jaccard(shingle_set("zzzz qqqq"), entry) == 0.0
-    assert jaccard(set(), entry) == 0.0
-    # Shingles passed in with duplicates are stored distinct.
-    assert len(HistoryEntry.from_text("x", [1, 1, 2]).shingles) == 2
-
-
 # --- disclaimers ------------------------------------------------------------------------
 def test_disclaimer_names_the_phrase_and_the_tools() -> None:
     verdict = detect_fabrication("I'm deploying the patch now.", ["read_file", "grep"])
     assert verdict.disclaimers == (
-        "⚠️ I used action language ('I'm deploying') but did NOT call any write/execute "
-        "tool this turn. Tools fired: read_file, grep.",)
+        "⚠️ I said I did or am doing something ('I'm deploying') but no tool that does it "
+        "ran this turn. Tools fired: read_file, grep.",)
     assert verdict.reply == "I'm deploying the patch now.\n\n" + verdict.disclaimers[0]
     assert verdict.original_reply == "I'm deploying the patch now."
 
 
 def test_one_disclaimer_per_tier_and_none_when_no_tool_fired() -> None:
-    detector = FabricationDetector(threshold=0.5)
-    reply = "Let me read the file. I'm deploying the patch now, it will be quick."
-    verdict = detector.detect(reply, [], [reply])
+    reply = "Let me read the file. I'm deploying the patch to the cluster now."
+    verdict = detect_fabrication(reply, [], [reply])
     assert verdict.tiers == (ACTION, READ, REPETITION)
     action, read, repetition = verdict.disclaimers
     assert "('I'm deploying')" in action and action.endswith("Tools fired: none.")
-    assert "I described reading ('Let me read')" in read and "read/search tool" in read
-    assert repetition == ("⚠️ This reply is 100% similar to one of my last 3 messages on "
-                          "this channel — I'm looping.")
+    assert "('Let me read')" in read and "no lookup tool ran" in read
+    assert repetition == ("⚠️ This reply repeats what I already said (100% the same) with "
+                          "nothing new since: I'm looping.")
     assert verdict.reply.endswith("\n".join(verdict.disclaimers))
-
-
-def test_repetition_disclaimer_rounds_the_percentage() -> None:
-    detector = FabricationDetector(threshold=0.69)
-    assert "is 70% similar" in detector.detect(_BASE, [], [_BASE[:24]]).disclaimers[0]
 
 
 def test_disclaimer_templates_are_configurable() -> None:
@@ -353,7 +314,7 @@ def test_disclaimer_templates_are_configurable() -> None:
     detector = FabricationDetector(disclaimers=templates)
     assert detector.detect("I'm deploying.", []).disclaimers == (
         "[unverified: I'm deploying; tools: none]",)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="disclaimers missing"):
         FabricationDetector(disclaimers={"action": "x"})
 
 
@@ -363,15 +324,16 @@ def test_earlier_disclaimers_are_not_matched_again() -> None:
         "I'm deploying"]
 
 
-@pytest.mark.parametrize("kwargs", [{"threshold": 1.5}, {"threshold": -0.1},
-                                    {"history_size": 0}])
-def test_invalid_detector_settings_are_rejected(kwargs: dict) -> None:
-    with pytest.raises(ValueError):
-        FabricationDetector(**kwargs)
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"loop_threshold": 1.5}, "loop_threshold"), ({"loop_threshold": 0.0}, "loop_threshold"),
+    ({"history_size": 0}, "history_size"), ({"tiers": ["action", "guessing"]}, "unknown tiers"),
+    ({"tool_kinds": {"x": "sometimes"}}, "tool kind for 'x'")])
+def test_invalid_detector_settings_are_rejected(kwargs: dict, message: str) -> None:
+    with pytest.raises((ValueError, GuardInputError), match=message):
+        FabricationDetector(**kwargs).detect("I'm deploying now.", ["x"])
 
 
 # --- the hook and its channel history -------------------------------------------------
-LOOP = "I can't find the config key you mention; could you paste the full error message?"
 
 
 def test_hook_compares_only_with_the_same_channel() -> None:
@@ -593,22 +555,21 @@ def test_request_id_defaults_to_a_generated_one() -> None:
 # --- offline scanner input --------------------------------------------------------------
 def test_scan_record_output_shape() -> None:
     out = scan_fabrication_input({
-        "id": "rec-1", "reply": "Let me read it. I'm deploying now. " + LOOP,
-        "tools_fired": [], "history": ["old", LOOP], "channel": "c"})
-    assert out["id"] == "rec-1" and out["flagged"] is True
-    assert out["tiers"] == [ACTION, READ]
-    assert out["matches"] == [{"tier": ACTION, "phrase": "I'm deploying"},
-                              {"tier": READ, "phrase": "Let me read"}]
-    assert isinstance(out["similarity"], float) and out["similarity"] == round(
-        out["similarity"], 4)
-    assert set(out) == {"id", "flagged", "tiers", "matches", "similarity"}
+        "id": "rec-1", "reply": "Let me read it. I'm deploying the new build to staging now.",
+        "tools_fired": [], "history": ["old"], "channel": "c"})
+    assert out == {"id": "rec-1", "flagged": True, "tiers": [ACTION, READ],
+                   "matches": [{"tier": ACTION, "phrase": "I'm deploying"},
+                               {"tier": READ, "phrase": "Let me read"}],
+                   "similarity": None}
 
 
 def test_scan_record_repetition_and_null_similarity() -> None:
+    out = scan_fabrication_input({"id": 2, "reply": LOOP, "history": [LOOP]})
+    assert out["tiers"] == [REPETITION] and out["similarity"] == 1.0
+    # A tool ran this turn: progress, not a loop.
     out = scan_fabrication_input({"id": 2, "reply": LOOP, "tools_fired": ["x"],
                                   "history": [LOOP]})
-    assert out["tiers"] == [REPETITION] and out["similarity"] == 1.0
-    assert out["matches"] == [{"tier": REPETITION, "phrase": LOOP}]
+    assert out["tiers"] == [] and out["similarity"] is None
     long_reply = LOOP + "\n" + LOOP  # the phrase is an excerpt of at most 80 characters
     out = scan_fabrication_input({"id": 2, "reply": long_reply, "history": [long_reply]})
     assert out["matches"] == [{"tier": REPETITION, "phrase": (LOOP + " " + LOOP)[:79] + "…"}]
@@ -618,9 +579,12 @@ def test_scan_record_repetition_and_null_similarity() -> None:
 
 
 def test_scan_record_uses_only_the_last_three_history_entries() -> None:
-    out = scan_fabrication_input({"id": 4, "reply": LOOP,
-                                  "history": [LOOP, "a b c d e", "f g h i j", "k l m n o"]})
-    assert out["flagged"] is False and out["similarity"] == 0.0
+    others = ["The weather is sunny with a light breeze.", "Tea is best brewed for three minutes.",
+              "Mountains in autumn are quiet and cold."]
+    assert scan_fabrication_input({"id": 4, "reply": LOOP, "history": [LOOP, *others]}
+                                  )["flagged"] is False
+    assert scan_fabrication_input({"id": 4, "reply": LOOP, "history": [*others, LOOP]}
+                                  )["tiers"] == [REPETITION]
 
 
 @pytest.mark.parametrize(("record", "message"), [
