@@ -121,9 +121,11 @@ _MODAL_RE = re.compile(r"\b(?:might|may|could|would|should|must|will|shall|can)\
                        r"(?:(?:not|also|already|likely|probably)\s+)?(?:have|has|be)\b",
                        re.IGNORECASE)
 # A claim that says the work is new this turn, not a report of earlier work.
+# "too", "also", "as well": more work than before, so not a report of an earlier turn.
 _FRESH_RE = re.compile(r"\b(?:again|re-?(?:checked|checking|check|reviewed|verified)|"
                        r"double[- ]?check\w*|once\s+more|just\s+now|a\s+second\s+time|"
-                       r"further|another\s+look|re-?ran|re-?run)\b", re.IGNORECASE)
+                       r"further|another\s+look|re-?ran|re-?run|too|also|as\s+well)\b",
+                       re.IGNORECASE)
 # A claim that says the work was done before ("as I mentioned, I've already ...").
 _EARLIER_RE = re.compile(r"\b(?:already|previously|earlier|before|as\s+(?:i\s+)?"
                          r"mentioned|as\s+noted)\b", re.IGNORECASE)

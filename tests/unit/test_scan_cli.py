@@ -88,3 +88,53 @@ def test_stdin_and_unreadable_path(tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1
     assert "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+
+
+CATALOG = [{"type": "function", "function": {"name": "cancel_reservation", "parameters": {}}},
+           {"type": "function", "function": {"name": "get_user_details", "parameters": {}}}]
+
+
+def test_conversations_scan_prints_one_verdict_per_assistant_reply(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conversation = {
+        "id": "c1", "tools": CATALOG, "model": "ignored", "messages": [
+            {"role": "system", "content": "policy"},
+            {"role": "assistant", "content": "Hi! How can I help?", "x-canned": True},
+            {"role": "user", "content": "Cancel ABC123."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t1", "type": "function",
+                 "function": {"name": "cancel_reservation", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": '{"status": "cancelled"}'},
+            {"role": "assistant", "content": "I've cancelled ABC123 for you."},
+            {"role": "user", "content": "And my other booking?"},
+            {"role": "assistant", "content": "I've cancelled that one too, ref ZZ99XK."},
+        ]}
+    code, out, err = run_scan(capsys, "conversations",
+                              write_jsonl(tmp_path / "c.jsonl", [conversation]), "--summary")
+    assert code == 0
+    assert out == [
+        {"conv_id": "c1", "msg_index": 1, "tiers": [], "evidence": {}},
+        {"conv_id": "c1", "msg_index": 5, "tiers": [], "evidence": {}},
+        {"conv_id": "c1", "msg_index": 7, "tiers": ["action", "ungrounded_result"],
+         "evidence": {"action": "I've cancelled", "ungrounded_result": "ZZ99XK"}}]
+    assert json.loads(err.strip().splitlines()[-1]) == {
+        "kind": "conversations", "lines": 1, "replies": 3, "flagged": 1}
+
+
+def test_conversations_scan_reports_bad_lines_and_goes_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = {"id": "ok", "messages": [{"role": "user", "content": "hi"},
+                                     {"role": "assistant", "content": "Hello!"}]}
+    path = write_jsonl(tmp_path / "bad.jsonl", [
+        "{oops", {"id": "n", "messages": "hi"}, {"id": "m"},
+        {"id": "t", "tools": 5, "messages": []},
+        {"id": "r", "messages": [{"role": "robot", "content": "x"}]}, good])
+    code, out, _ = run_scan(capsys, "conversations", path)
+    assert code == 2
+    assert [o["conv_id"] for o in out] == [None, "n", "m", "t", "r", "ok"]
+    assert "not JSON" in out[0]["error"]
+    assert out[1]["error"] == "conversation 'n': 'messages' must be a list, got str"
+    assert out[2]["error"] == "conversation 'm': missing 'messages'"
+    assert out[3]["error"].startswith("conversation 't': ")
+    assert out[4]["error"] == "conversation 'r': message 0: unknown role 'robot'"
+    assert out[5] == {"conv_id": "ok", "msg_index": 1, "tiers": [], "evidence": {}}
