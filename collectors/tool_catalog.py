@@ -19,7 +19,9 @@ for the reply guards) reads them here, so each real shape is understood in one p
 * MCP: a ``tools/list`` result ``{"tools": [...], "nextCursor"?}``, the JSON-RPC
   response around it ``{"jsonrpc", "id", "result": {"tools": [...]}}``, and
   ``mcp.types.Tool`` objects (``name``, ``description``, ``inputSchema``,
-  ``annotations.readOnlyHint`` / ``destructiveHint``), or a ``ListToolsResult``.
+  ``annotations.readOnlyHint`` / ``destructiveHint``; mcp 2.x's snake_case attributes
+  ``input_schema``, ``read_only_hint``, ``destructive_hint`` too), or a
+  ``ListToolsResult``.
 * Gemini: a tool holding ``function_declarations`` (or ``functionDeclarations``).
 * Any other object with a ``name`` and, optionally, a JSON schema under ``parameters``,
   ``input_schema``, ``inputSchema``, ``json_schema`` or ``args_schema`` (a mapping or a
@@ -64,8 +66,7 @@ _KINDS = frozenset({"read", "write"})
 _FUNCTION_TYPES = frozenset({"function", "custom"})
 # Keys under which tool objects carry the JSON schema of their input, in order of use.
 _SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema", "json_schema", "args_schema")
-# Keys of an MCP tools/list result besides the list itself.
-_MCP_RESULT_KEYS = frozenset({"tools", "nextCursor", "_meta"})
+
 # Keys of a Gemini tool holding function declarations.
 _GEMINI_KEYS = ("function_declarations", "functionDeclarations")
 # Anthropic's provider-defined tools carry a dated type: "web_search_20250305".
@@ -154,12 +155,20 @@ def _declared_kind(*holders: Any) -> str | None:
         annotations = _get(holder, "annotations")
         if annotations is None:
             continue
-        read_only = _get(annotations, "readOnlyHint")
+        read_only = _hint(annotations, "readOnlyHint", "read_only_hint")
         if read_only is True:
             return "read"
-        if read_only is False or _get(annotations, "destructiveHint") is True:
+        if read_only is False or _hint(annotations, "destructiveHint",
+                                       "destructive_hint") is True:
             return "write"
     return None
+
+
+def _hint(annotations: Any, wire: str, attribute: str) -> Any:
+    """An MCP annotation by its wire name, or by the snake_case attribute newer SDKs use
+    (mcp 2.x ``ToolAnnotations.read_only_hint``, aliased ``readOnlyHint``)."""
+    value = _get(annotations, wire)
+    return _get(annotations, attribute) if value is None else value
 
 
 def _spec(name: str, holder: Any, *outer: Any, builtin: bool = False) -> ToolSpec:
@@ -271,16 +280,20 @@ def tool_list_in(obj: Any) -> Any | None:
         obj: Any value.
 
     Returns:
-        The ``tools`` list when ``obj`` is ``{"tools": [...], "nextCursor"?}`` (holding
-        definitions, not bare names), a JSON-RPC response whose ``result`` is one, or an
-        object with a ``tools`` list attribute (``mcp.types.ListToolsResult``); else None.
+        The ``tools`` list when ``obj`` is ``{"tools": [...], "nextCursor"?, ...}``
+        (holding definitions, not bare names), a JSON-RPC response whose ``result`` is
+        one, or an object with a ``tools`` list attribute
+        (``mcp.types.ListToolsResult``); else None.
     """
     if is_mapping(obj):
         if "jsonrpc" in obj and "result" in obj:
             return tool_list_in(obj["result"])
         tools = obj.get("tools")
-        if (_is_sequence(tools) and set(obj) <= _MCP_RESULT_KEYS
-                and not any(isinstance(t, str) for t in tools)):
+        # The result's other fields (nextCursor, _meta, and ttlMs, cacheScope ... in
+        # newer protocol versions) are scalars or objects; a second list would make it an
+        # agent -> capabilities map that has an agent called "tools".
+        if (_is_sequence(tools) and not any(isinstance(t, str) for t in tools)
+                and not any(_is_sequence(v) for k, v in obj.items() if k != "tools")):
             return tools
         return None
     if _is_object(obj):

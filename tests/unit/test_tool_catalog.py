@@ -52,6 +52,20 @@ class McpTool:  # mcp.types.Tool
 
 
 @dataclass
+class ToolAnnotationsV2:  # mcp 2.x mcp.types.ToolAnnotations: snake_case attributes
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+
+
+@dataclass
+class McpToolV2:  # mcp 2.x mcp.types.Tool: snake_case attributes, camelCase on the wire
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    annotations: ToolAnnotationsV2 | None = None
+
+
+@dataclass
 class ListToolsResult:  # mcp.types.ListToolsResult
     tools: list[McpTool]
     nextCursor: str | None = None  # noqa: N815
@@ -214,6 +228,24 @@ def test_mcp_sdk_tool_objects_and_list_result():
     assert read_tool_specs(result.tools[0]) == specs[:1]  # one tool on its own
 
 
+def test_mcp_2_sdk_objects_with_snake_case_attributes():
+    specs = read_tool_specs([
+        McpToolV2("get_issue", WEATHER_SCHEMA, "Read.", ToolAnnotationsV2(read_only_hint=True)),
+        McpToolV2("close_issue", {"type": "object"},
+                  annotations=ToolAnnotationsV2(destructive_hint=True)),
+    ])
+    assert [(s.name, s.declared_kind, s.parameters) for s in specs] == [
+        ("get_issue", "read", WEATHER_SCHEMA), ("close_issue", "write", {"type": "object"})]
+
+
+def test_newer_tools_list_results_with_more_fields_are_still_results():
+    # mcp 2.x serialises ttlMs, cacheScope and resultType beside the list.
+    result = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete",
+              "_meta": {"k": "v"}, "tools": [{"name": "a", "inputSchema": {},
+                                              "annotations": {"readOnlyHint": True}}]}
+    assert read_tool_specs(result) == (ToolSpec("a", declared_kind="read", parameters={}),)
+
+
 def test_explicit_kind_wins_over_mcp_annotations():
     (spec,) = read_tool_specs([{"name": "sync", "inputSchema": {},
                                 "annotations": {"readOnlyHint": True},
@@ -276,7 +308,7 @@ def test_an_agent_named_in_a_map_is_not_taken_for_an_mcp_result():
 
 def test_envelope_and_definition_helpers():
     assert tool_list_in({"tools": [{"name": "a"}], "nextCursor": None}) == [{"name": "a"}]
-    assert tool_list_in({"tools": [{"name": "a"}], "other": 1}) is None
+    assert tool_list_in({"tools": [{"name": "a"}], "other": ["x"]}) is None  # an agent map
     assert tool_list_in([{"name": "a"}]) is None
     assert looks_like_tool_definition({"name": "a", "inputSchema": {}})
     assert not looks_like_tool_definition({"name": "a"})
