@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import time
 
 import pytest
 
 from guardtrace.collectors.criticality import (
     DEFAULT_PATTERNS,
     NOT_REQUIRED,
+    WHICH_WHAT_PATTERNS,
     CriticalityGate,
     CriticalityPattern,
     ReasoningDepth,
@@ -39,7 +42,7 @@ STANDARD = ReasoningDepth.STANDARD
 
 
 # -- criticality gate -------------------------------------------------------------------
-@pytest.mark.parametrize(("question", "family", "depth"), [
+_FAMILY_CASES = [
     (OCTOBER, "spelling", VERIFY),
     ("Which month is spelt with an X?", "spelling", VERIFY),
     ("how do you spell 'necessary'?", "spelling", VERIFY),
@@ -63,10 +66,30 @@ STANDARD = ReasoningDepth.STANDARD
     ("Which country starts with Q?", "containment", VERIFY),
     ("Name a state that ends with the letter A", "containment", VERIFY),
     ("WHICH MONTH IS SPELLED WITH AN X?", "spelling", VERIFY),  # case-insensitive
-    ("Which planet is closest to the sun?", "which_what", STANDARD),
-    ("What year was the Eiffel Tower built?", "which_what", STANDARD),
-    ("What state is Denver in?", "which_what", STANDARD),
-])
+    # The families issue 11 found missing, and their neighbours.
+    ("Is there any month whose name contains a Z?", "containment", VERIFY),
+    ("Which US state names start and end with the same letter?", "containment", VERIFY),
+    ("write a sentence without the letter e", "containment", VERIFY),
+    ("does 'rhythm' have any vowels?", "containment", VERIFY),
+    ("Which of these words has the most letters: apple, banana, kiwi?", "length", VERIFY),
+    ("Which country has the longest name?", "length", VERIFY),
+    ("Which word is longer, 'queue' or 'quiet'?", "length", VERIFY),
+    ("give me a 7-letter word for happy", "length", VERIFY),
+    ("Spell 'necessary' backwards", "spelling", VERIFY),
+    ("what's 'stressed' spelled backwards", "wordplay", VERIFY),
+    ("Reverse the word 'desserts'.", "wordplay", VERIFY),
+    ('Is "racecar" a palindrome?', "wordplay", VERIFY),
+    ("Put these words in alphabetical order: pear, apple, fig", "wordplay", VERIFY),
+    ("Swap 'l' and 'b' in 'alphabet'", "wordplay", VERIFY),
+    ("what is the 3rd letter of 'banana'?", "spelling", VERIFY),
+    ("how do u spell accomodate", "spelling", VERIFY),  # typos and lower case
+    ("how many Rs in strawbery", "counting", VERIFY),
+    ("Count the number of l in parallel", "counting", VERIFY),  # a bare letter counted
+    ("How many words are in this sentence: the cat sat on the mat?", "counting", VERIFY),
+]
+
+
+@pytest.mark.parametrize(("question", "family", "depth"), _FAMILY_CASES)
 def test_gate_fires_on_each_family(question: str, family: str, depth: ReasoningDepth) -> None:
     decision = default_gate().assess(question)
     assert decision.should_reason
@@ -75,7 +98,7 @@ def test_gate_fires_on_each_family(question: str, family: str, depth: ReasoningD
     assert decision.trigger_pattern in {p.regex for p in DEFAULT_PATTERNS if p.family == family}
 
 
-@pytest.mark.parametrize("question", [
+_QUIET_CASES = [
     "write a poem about October",
     "deploy the service",
     "what's up",
@@ -89,13 +112,61 @@ def test_gate_fires_on_each_family(question: str, family: str, depth: ReasoningD
     "Tell me what this is",
     "Which one is better?",
     "",
-])
+    # Ordinary which/what questions: the broad which_what family is opt-in now.
+    "Which file is the config?",
+    "What year was the tower built?",
+    "which flight is cheaper?",
+    "Which planet is closest to the sun?",
+    "What state is Denver in?",
+    "What time is it currently in London, UK in 24 hour format?",
+    # Questions that share the letter vocabulary in another sense.
+    "What letter grade did I get in chemistry?",
+    "How many bags can I bring?",
+    "How many characters can a tweet have?",
+    "How many words should my cover letter be?",
+    "How many characters are in Game of Thrones?",
+    "How many letters are in the mail today?",
+    "How many times do I have to call before someone helps me?",
+    "Please spell out the cancellation policy for me.",
+    "How do I cast the fireball spell?",
+    "Is my name spelled right on the ticket?",
+    "Can you reverse the charge on my card?",
+    "In other words, the charge was reversed.",
+    "I'm sorry, I don't want to go backwards on this.",  # apostrophes are not quotes
+    "What's the longest flight you have to Tokyo?",
+    "Which movie has the most characters?",
+    "Did you get all the letters I sent?",
+    "My user ID starts with a J, I think.",
+    "I'll go with option B.",
+    "Let's start with A.",
+    "You are given a dataset with variables including 'Age', 'Income' and 'Gender'.",
+]
+
+
+@pytest.mark.parametrize("question", _QUIET_CASES)
 def test_gate_stays_quiet_on_ordinary_requests(question: str) -> None:
     assert default_gate().assess(question) == NOT_REQUIRED
 
 
+_OPT_IN = CriticalityGate(DEFAULT_PATTERNS + WHICH_WHAT_PATTERNS)
+
+
+@pytest.mark.parametrize("question", [
+    "Which planet is closest to the sun?",
+    "What year was the Eiffel Tower built?",
+    "What state is Denver in?",
+])
+def test_which_what_family_is_opt_in(question: str) -> None:
+    assert not default_gate().assess(question).should_reason
+    decision = _OPT_IN.assess(question)
+    assert (decision.should_reason, decision.family, decision.depth) == (
+        True, "which_what", STANDARD)
+    assert decision.trigger_pattern in {p.regex for p in WHICH_WHAT_PATTERNS}
+    assert not any(p.family == "which_what" for p in DEFAULT_PATTERNS)
+
+
 def test_letter_families_outweigh_the_broad_which_what_family() -> None:
-    gate = default_gate()
+    gate = _OPT_IN
     # "what month has an X in it?" matches both containment and which/what (Wire 1).
     decision = gate.assess("what month has an X in it?")
     assert (decision.family, decision.depth, decision.score) == ("containment", VERIFY, 0.85)
@@ -103,7 +174,8 @@ def test_letter_families_outweigh_the_broad_which_what_family() -> None:
 
 
 def test_min_score_mutes_the_broad_family_only() -> None:
-    gate = CriticalityGate(min_score=0.5)
+    gate = CriticalityGate(DEFAULT_PATTERNS + WHICH_WHAT_PATTERNS, min_score=0.5)
+    assert _OPT_IN.assess("Which planet is closest to the sun?").should_reason
     assert not gate.assess("Which planet is closest to the sun?").should_reason
     assert gate.assess(OCTOBER).should_reason
     assert gate.assess("what month has an X in it?").should_reason
@@ -128,6 +200,88 @@ def test_custom_pattern_bank_replaces_the_default() -> None:
     extended = CriticalityGate(DEFAULT_PATTERNS + gate.patterns)
     assert extended.assess(OCTOBER).should_reason
     assert extended.assess("what is today's date").family == "date"
+
+
+def test_the_regex_is_tried_only_when_an_anchor_occurs() -> None:
+    pattern = CriticalityPattern("horses", r"\bhorse\b", VERIFY, 0.7, anchors=("HORSE", "mare"))
+    assert pattern.anchors == ("horse", "mare")  # compared with the lower-cased question
+    assert CriticalityGate([pattern]).assess("A HORSE, a horse!").should_reason
+    # An anchor the regex does not need hides every match without it: anchors must be
+    # necessary, and an empty tuple means the regex is always tried.
+    blind = dataclasses.replace(pattern, anchors=("zebra",))
+    assert not CriticalityGate([blind]).assess("a horse").should_reason
+    assert CriticalityGate([dataclasses.replace(blind, anchors=())]).assess(
+        "a horse").should_reason
+
+
+def test_default_anchors_never_change_a_decision() -> None:
+    # Each default pattern's anchors are necessary: without them the bank decides every
+    # question of this file the same way (tests/unit/test_criticality_realdata.py checks
+    # the real messages and the benchmark's question sets).
+    unanchored = CriticalityGate([dataclasses.replace(p, anchors=()) for p in DEFAULT_PATTERNS])
+    questions = [case[0] for case in _FAMILY_CASES] + _QUIET_CASES
+    for question in questions:
+        assert default_gate().assess(question) == unanchored.assess(question), question
+
+
+def test_a_long_question_is_read_at_its_head_and_tail_only() -> None:
+    filler = "Lorem ipsum dolor sit amet. " * 2000  # 56 KB of pasted text
+    gate = default_gate()
+    assert gate.assess(f"Count the words in this: {filler}").should_reason
+    assert gate.assess(f"{filler} How many r's are in strawberry?").should_reason
+    assert not gate.assess(f"{filler[:20_000]} How many r's in strawberry? {filler}").should_reason
+    # Nothing matches across the cut: here the first 8 KB end in "how many" and the last
+    # 2 KB begin with "r's in strawberry".
+    head = f"{'x' * (8192 - 9)} how many"
+    tail = f"r's in strawberry{' z' * 1100}"[:2048]
+    assert gate.assess(f"how many\n{tail}").should_reason  # a newline alone would not do
+    assert not gate.assess(f"{head}{'y' * 5000}{tail}").should_reason
+
+
+# Fragments of the default patterns: openings that make a pattern start matching and then
+# fail, quotes and apostrophes, bare letters, long runs of one character.
+_ADVERSARIAL = (
+    "how many letters are in the ", "count the ", "number of ", "spell ", "how do you ",
+    "the letter a ", "starts with ", "with a ", "first letter is ", "'a' ", "'abc'x", '"',
+    "'s ", "a-", "1st ", "words by ", "reverse the ", "backwards ", "swap 'a' and ",
+    "in the alphabet ", "is there a ", "to start with ", "id ", "longest ", "\n", "x", "?",
+)
+
+
+def _bank_seconds(text: str) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        for pattern in DEFAULT_PATTERNS:  # every regex on the whole text, no bound
+            pattern.compiled.search(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("fragment", ["".join(_ADVERSARIAL), "x", " ", "\n", "'", "a ", "a-",
+                                      "1st ", "'abc'x", "how many letters are in the "])
+def test_every_default_pattern_is_linear_in_its_input(fragment: str) -> None:
+    # By growth, not by a time limit: 8x the text must cost about 8x, where a pattern
+    # that backtracks quadratically would cost 64x. 16x leaves room for a noisy machine.
+    small, large = ((fragment * (n // len(fragment) + 1))[:n] for n in (4_000, 32_000))
+    ratio = _bank_seconds(large) / _bank_seconds(small)
+    assert ratio < 16, f"8x the text cost {ratio:.1f}x: a pattern is not linear"
+
+
+def test_the_gate_reads_a_bounded_window_of_a_huge_question() -> None:
+    text = "".join(_ADVERSARIAL) * 40_000  # about 1.2 MB
+    gate = default_gate()
+
+    def seconds(question: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            gate.assess(question)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    # 100x the text costs about the same: only the head and the tail are read.
+    assert seconds(text) / seconds(text[:12_000]) < 5
 
 
 @pytest.mark.parametrize(("regex", "weight", "message"), [
