@@ -18,9 +18,11 @@ linear in the reply.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from guardtrace.collectors.verbs import (
     READ,
@@ -35,6 +37,10 @@ __all__ = ["DONE", "NOW", "Claim", "find_claims", "mask_quoted", "sentences"]
 
 DONE = "done"
 NOW = "now"
+# Characters around a claim that decide what it is (a negation before it, an object or a
+# colon after it), and the most claims one reply is read for.
+_WINDOW = 200
+_MAX_CLAIMS = 256
 
 # Verbs of the lexicon that, in a reply, describe the reply itself or the conversation
 # ("let me list the options", "I'll show you", "let me see", "I'll get back to you").
@@ -101,7 +107,7 @@ _REQUEST_RE = re.compile(
     r"\b(?:please|kindly)\s+(?:\w+\s+){0,2}?(?:confirm|provide|let\s+me\s+know|share|"
     r"choose|select|specify|tell|reply|respond|advise|check|verify|review|send|give)\b|"
     r"\blet\s+me\s+know\b|\b(?:confirm|reply)\s+(?:with\s+)?[\"'“]?yes\b|"
-    r"\b(?:once|when|after|as\s+soon\s+as)\s+you\b|^\W*if\b",
+    r"\b(?:once|when|after|as\s+soon\s+as)\s+you\b|^\W{0,8}if\b",
     re.IGNORECASE)
 _NEGATION_RE = re.compile(r"\b(?:not|never|no\s+longer|cannot|can['’]t|couldn['’]t|"
                           r"won['’]t|didn['’]t|haven['’]t|hasn['’]t|wasn['’]t|"
@@ -147,7 +153,8 @@ class Claim:
         time: ``"done"`` (completed) or ``"now"`` (in progress or about to happen).
         verb: The verb's base form (``"update"``, ``"check"``).
         phrase: The words that make the claim, as written.
-        sentence: The whole sentence, lower-cased (the claim's objects are in it).
+        sentence: The claim's sentence, lower-cased (its objects are in it); for a very
+            long sentence, the words around the claim.
         fresh: The claim says the work is new ("again", "double-checked").
         earlier: The claim says the work was done before ("already", "as mentioned").
         position: Character offset of the sentence in the reply.
@@ -226,32 +233,56 @@ _WORK_NOUN = (r"(?:refactor(?:ing)?|deploy(?:ment)?|migration|rewrite|build|fix|
 _WORK_OBJECT = (r"(?:it|this|that|the\s+(?:fix|patch|changes?|refactor|deploy(?:ment)?|"
                 r"migration|implementation|update|rollout|release))\b")
 _I_AM = r"\b(?:i|we)(?:['’]m|\s+am|\s+are|['’]re)"
+# The start of a sentence, for patterns run over a whole reply (see `sentences`).
+_SENT = r"(?:^|(?<=[.!?\n])|(?<=[.!?] ))"
 _WORK_PATTERNS = (
+    # (pattern, time, words one of which every match contains)
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|already))?\s+(?P<v>working)\s+(?:on|through)"
-     rf"\s+{_WORK_OBJECT}", NOW),
-    (rf"(?:^\W*|(?<=[,.!;] ))(?:(?:still|now)\s+)?(?P<v>working)\s+(?:on|through)\s+"
-     rf"{_WORK_OBJECT}", NOW),
-    (rf"{_I_AM}\s+(?P<v>on)\s+it\b", NOW),
-    (rf"^\W*(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?(?P<v>beginning|starting|kicking\s+off|"
+     rf"\s+{_WORK_OBJECT}", NOW, ("working",)),
+    (rf"(?:{_SENT}\W{{0,8}}|(?<=[,.!;] ))(?:(?:still|now)\s+)?(?P<v>working)\s+(?:on|through)\s+"
+     rf"{_WORK_OBJECT}", NOW, ("working",)),
+    (rf"{_I_AM}\s+(?P<v>on)\s+it\b", NOW, ("on it",)),
+    (rf"{_SENT}\W{{0,8}}(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?"
+     rf"(?P<v>beginning|starting|kicking\s+off|"
      rf"commencing)\s+(?:on\s+)?(?:the|a|my|work\s+on\s+the)\s+(?:[\w\-]+\s+)?{_WORK_NOUN}",
-     NOW),
+     NOW, ("beginning", "starting", "kicking", "commencing")),
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|also))?\s+(?P<v>running)\b"
-     rf"{_RUNNING_IS_DESCRIPTION}", NOW),
+     rf"{_RUNNING_IS_DESCRIPTION}", NOW, ("running",)),
     (rf"(?:\blet\s+me|\b(?:i|we)(?:['’]ll|\s+will|(?:['’]m|\s+am)\s+going\s+to))"
-     rf"(?:\s+(?:now|just|also|quickly|first|go\s+ahead\s+and))*\s+(?P<v>run)\b{_RUN_IDIOM}",
-     NOW),
+     rf"(?:\s+(?:now|just|also|quickly|first|go\s+ahead\s+and)){{0,3}}\s+(?P<v>run)\b"
+     rf"{_RUN_IDIOM}", NOW, ("run",)),
     (rf"\b(?:i|we)(?:['’]ve|\s+have)(?:\s+(?:now|just|also|already))?\s+(?P<v>run)\b"
-     rf"{_RUN_IDIOM}", DONE),
-    (rf"{_I_AM}(?:\s+(?:now|just|also))?\s+(?P<v>calling){_CALL_OBJECT}", NOW),
+     rf"{_RUN_IDIOM}", DONE, ("run",)),
+    (rf"{_I_AM}(?:\s+(?:now|just|also))?\s+(?P<v>calling){_CALL_OBJECT}", NOW, ("calling",)),
     (rf"\b(?:i|we)(?:['’]ve|\s+have)(?:\s+(?:now|just|also|already))?\s+(?P<v>called)"
-     rf"{_CALL_OBJECT}", DONE),
+     rf"{_CALL_OBJECT}", DONE, ("called",)),
 )
 
 
+def _token(char: str) -> str:
+    return r"\s+" if char == " " else "[- ]?" if char == "-" else re.escape(char)
+
+
 def _alternation(words: set[str]) -> str:
-    # Longest first, so "double-checked" wins over "checked".
-    return "|".join(re.escape(w).replace(r"\ ", r"\s+").replace(r"\-", "[- ]?")
-                    for w in sorted(words, key=lambda w: (-len(w), w)))
+    """One regex for a set of words, as a trie: "up(?:date|grade)" rather than
+    "update|upgrade". The engine then tries each character once per position instead of
+    once per word, which keeps hundreds of verb forms cheap; longer words are tried
+    before their prefixes, so "double-checked" wins over "double"."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(_token(char), {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        branches = [token + build(child) for token, child in sorted(node.items()) if token]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(trie)
 
 
 @functools.cache
@@ -289,12 +320,14 @@ def _norm(form: str) -> str:
 
 
 @functools.cache
-def _patterns() -> list[tuple[re.Pattern[str], str, str]]:
-    """(pattern, time, which lexicon) triples; the verb is the group ``v``."""
+def _patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
+                             tuple[str, ...] | None]]:
+    """(pattern, time, which lexicon, needed words, start literals); the verb is the
+    group ``v``."""
     base, past, ing = _lexicon()
     b, p, g = _alternation(set(base)), _alternation(set(past)), _alternation(set(ing))
     nouns = _alternation(set(_ACTION_NOUNS))
-    flags = re.IGNORECASE
+    flags = re.IGNORECASE | re.MULTILINE
     done = [
         # "I've updated", "I have now cancelled", "we updated", "I double-checked".
         rf"{_SUBJ}(?:{_APOS}ve|\s+have|\s+had)?{_ADV}\s+(?P<v>{p})\b",
@@ -307,7 +340,7 @@ def _patterns() -> list[tuple[re.Pattern[str], str, str]]:
         # "Upon reviewing the details again, ...", "after checking your account, ...".
         rf"\b(?:upon|after)(?:\s+(?:further|closer|careful|another))?\s+(?P<v>{g})\b",
         # "Successfully cancelled your reservation."
-        rf"^\W*successfully\s+(?P<v>{p})\b",
+        rf"{_SENT}\W{{0,8}}successfully\s+(?P<v>{p})\b",
     ]
     now = [
         # "I'm updating", "we are now processing".
@@ -320,7 +353,7 @@ def _patterns() -> list[tuple[re.Pattern[str], str, str]]:
         # "please hold while I check", "one moment while I look that up".
         rf"\bwhile\s+(?:i|we){_ADV}\s+(?P<v>{b}|{g})\b",
         # "Updating your reservation now."
-        rf"^\W*(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
+        rf"{_SENT}\W{{0,8}}(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
     ]
     proceed = [
         # "I'll proceed with the cancellation", "I'm processing the refund now".
@@ -336,11 +369,31 @@ def _patterns() -> list[tuple[re.Pattern[str], str, str]]:
     fragment = (rf"^[ \t]*(?:[-*•]|\d+[.)])[ \t]*(?:\*\*[^*\n]{{1,40}}\*\*:?[ \t]*|"
                 rf"[A-Za-z ]{{1,30}}:[ \t]*)?(?:[\w$.,]+[ \t]+){{0,4}}?(?P<v>{p})\b"
                 rf"(?=[ \t]*(?:$|\(|to\b|with\b|for\b|on\b|in\b|from\b|successfully\b))")
-    out = [(re.compile(x, flags), DONE, "ing" if "upon" in x else "past") for x in done]
-    out += [(re.compile(x, flags), t, "work") for x, t in _WORK_PATTERNS]
-    out.append((re.compile(fragment, flags | re.MULTILINE), DONE, "fragment"))
-    out += [(re.compile(x, flags), NOW, "now") for x in now]
-    out += [(re.compile(x, flags), NOW, "noun") for x in proceed]
+    # Each pattern with the words one of which its matches contain (a reply without any
+    # of them skips the pattern: a substring test in C, against a regex scan), and the
+    # literals its matches start with (the pattern is then tried only where one occurs,
+    # found by str.find, instead of at every character; None: no such literal).
+    subject = ("i ", "i'", "i’", "we ", "we'", "we’")
+    starts_subject = ("i'", "i’", "i ", "i\n", "we'", "we’", "we ", "we\n")
+    done_hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
+                  (("now",), ("is", "are")), (("successfully", "now"), ("was", "were")),
+                  (("upon", "after"), ("upon", "after")), (("successfully",), None))
+    now_hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
+                 (("let",), ("let",)),
+                 (("i'll", "i’ll", "will", "shall", "going", "about"), starts_subject),
+                 (("while",), ("while",)), (("now",), None))
+    proceed_needs = ("proceed", "process", "complet", "finaliz", "initiat", "handl", "mak")
+    out = [(re.compile(x, flags), DONE, "ing" if "upon" in x else "past", needs, starts)
+           for x, (needs, starts) in zip(done, done_hints, strict=True)]
+    out += [(re.compile(x, flags), t, "work", needs,
+             starts_subject if x.startswith(_I_AM) else None)
+            for x, t, needs in _WORK_PATTERNS]
+    out.append((re.compile(fragment, flags), DONE, "fragment", ("-", "*", "•", ".", ")"),
+                None))
+    out += [(re.compile(x, flags), NOW, "now", needs, starts)
+            for x, (needs, starts) in zip(now, now_hints, strict=True)]
+    out += [(re.compile(proceed[0], flags), NOW, "noun", proceed_needs, starts_subject),
+            (re.compile(proceed[1], flags), NOW, "noun", proceed_needs, ("let",))]
     return out
 
 
@@ -377,7 +430,49 @@ _STATUS_VERBS = frozenset({"pay", "book", "reserve", "schedule", "charge", "crea
                            "lock", "block", "suspend", "enable", "disable", "cancel"})
 
 
-def _status_value(match: re.Match[str]) -> bool:
+def _matches(pattern: re.Pattern[str], text: str, lowered: str | None,
+             starts: tuple[str, ...] | None) -> list[re.Match[str]]:
+    """``pattern.finditer(text)``, tried only where a start literal occurs."""
+    if starts is None or lowered is None:
+        return list(pattern.finditer(text))
+    positions: set[int] = set()
+    for literal in starts:
+        at = lowered.find(literal)
+        while at >= 0:
+            positions.add(at)
+            at = lowered.find(literal, at + 1)
+    out: list[re.Match[str]] = []
+    end = 0
+    for at in sorted(positions):
+        if at < end:
+            continue  # finditer semantics: matches do not overlap
+        match = pattern.match(text, at)  # sees the characters before `at` for \b
+        if match is not None and match.end() > at:
+            out.append(match)
+            end = match.end()
+    return out
+
+
+class _Relative:
+    """A match of the whole reply, seen from the start of its sentence."""
+
+    __slots__ = ("_match", "_offset", "string")
+
+    def __init__(self, match: re.Match[str], offset: int) -> None:
+        self._match, self._offset = match, offset
+        self.string = match.string[offset:]
+
+    def group(self, name: str | int = 0) -> str:
+        return self._match.group(name)
+
+    def start(self, name: str | int = 0) -> int:
+        return self._match.start(name) - self._offset
+
+    def end(self, name: str | int = 0) -> int:
+        return self._match.end(name) - self._offset
+
+
+def _status_value(match: _Relative) -> bool:
     # "- **Payment:** Paid" states a record's status; "- 1 bag added" and "- Upgraded to
     # business" report work.
     head = match.string[:match.start("v")]
@@ -408,58 +503,84 @@ def find_claims(reply: str) -> list[Claim]:
             seen_question = True
     claims: list[Claim] = []
     claim_spans: list[tuple[int, int]] = []
-    for i, (offset, sentence) in enumerate(parts):
-        lowered = sentence.lower()
-        if lowered.rstrip().endswith("?") or _REQUEST_RE.search(lowered):
-            continue  # a question or a request to the user claims nothing
-        for pattern, time, which in _patterns():
-            for match in pattern.finditer(sentence):
-                form = match.group("n") if which == "noun" else match.group("v")
-                found = _lookup(form, which)
-                if found is None:
-                    continue
-                kind, verb = found
-                if which == "ing" and kind == WRITE:
-                    continue  # "after enabling roaming, ..." is often the user's doing
-                if which == "fragment" and (kind != WRITE or verb in _STATUS_VERBS
-                                            or _status_value(match)):
-                    continue
-                before = lowered[:match.start()]
-                head = lowered[:match.end()]
-                # "I haven't updated", "I can't check": a negation in the clause before
-                # the verb.
-                clause = re.split(r"[,;:]|\bbut\b|\band\b", before)[-1] + head[match.start():]
-                if _NEGATION_RE.search(clause) or _MODAL_RE.search(clause):
-                    continue
-                after = sentence[match.end():]
-                if _AFTER_NOT_CLAIM_RE.match(after) or _INLINE_RE.search(after):
-                    continue
-                if time == DONE and which == "past" and not re.match(
-                        r"\s*(?:i|we)\b", match.group(), re.IGNORECASE) and \
-                        _EMBEDDED_RE.search(before):
-                    continue
-                if kind == READ and _NO_TOOL_READ_RE.search(lowered[match.start():]):
-                    continue
-                if time == NOW and (_CONDITIONAL_RE.search(lowered)
-                                    or ":" in after
-                                    or questions_after[i]):
-                    continue
-                claim_spans.append((offset + match.start(), offset + match.end()))
-                claims.append(Claim(
-                    kind=kind, time=time, verb=verb,
-                    phrase=" ".join(match.group().split()),
-                    sentence=lowered, fresh=bool(_FRESH_RE.search(lowered)),
-                    earlier=bool(_EARLIER_RE.search(lowered)), position=offset))
+    starts = [offset for offset, _ in parts]
+    lowered_parts: dict[int, str | None] = {}
+    conditional = functools.lru_cache(maxsize=None)(
+        lambda i, low: bool(_CONDITIONAL_RE.search(low)))
+    # Each pattern runs once over the whole reply (a scan per sentence would cost a call
+    # per sentence and pattern); a match is then judged within its sentence.
+    lowered_text = " ".join(text.lower().split())  # "I  am" is "i am" to the prefilter
+    exact_lower = text.lower()
+    if len(exact_lower) != len(text):
+        exact_lower = None  # a few characters lower-case to two: offsets would drift
+    for pattern, time, which, needs, hints in _patterns():
+        if not any(word in lowered_text for word in needs):
+            continue
+        for whole in _matches(pattern, text, exact_lower, hints):
+            i = bisect.bisect_right(starts, whole.start()) - 1
+            if i < 0:
+                continue
+            offset, sentence = parts[i]
+            if whole.end() > offset + len(sentence):
+                continue  # the match runs into the next sentence
+            if i not in lowered_parts:
+                low = sentence.lower()
+                # A question or a request to the user claims nothing.
+                lowered_parts[i] = None if (low.rstrip().endswith("?")
+                                            or _REQUEST_RE.search(low)) else low
+            lowered = lowered_parts[i]
+            if lowered is None or len(claims) >= _MAX_CLAIMS:
+                continue
+            match = _Relative(whole, offset)
+            form = match.group("n") if which == "noun" else match.group("v")
+            found = _lookup(form, which)
+            if found is None:
+                continue
+            kind, verb = found
+            if which == "ing" and kind == WRITE:
+                continue  # "after enabling roaming, ..." is often the user's doing
+            if which == "fragment" and (kind != WRITE or verb in _STATUS_VERBS
+                                        or _status_value(match)):
+                continue
+            # The words around the claim, in bounded windows: a sentence with many
+            # claims in it still costs time linear in its length.
+            before = lowered[max(0, match.start() - _WINDOW):match.start()]
+            # "I haven't updated", "I can't check": a negation in the clause before
+            # the verb.
+            clause = (re.split(r"[,;:]|\bbut\b|\band\b", before)[-1]
+                      + lowered[match.start():match.end()])
+            if _NEGATION_RE.search(clause) or _MODAL_RE.search(clause):
+                continue
+            after = sentence[match.end():match.end() + _WINDOW]
+            if _AFTER_NOT_CLAIM_RE.match(after) or _INLINE_RE.search(after):
+                continue
+            if time == DONE and which == "past" and not re.match(
+                    r"\s*(?:i|we)\b", match.group(), re.IGNORECASE) and \
+                    _EMBEDDED_RE.search(before):
+                continue
+            if kind == READ and _NO_TOOL_READ_RE.search(
+                    lowered[match.start():match.end() + _WINDOW]):
+                continue
+            if time == NOW and (conditional(i, lowered) or ":" in after
+                                or questions_after[i]):
+                continue
+            claim_spans.append((offset + match.start(), offset + match.end()))
+            # The claim's own words: its sentence, or a window of a very long one.
+            context = lowered[max(0, match.start() - _WINDOW):match.end() + _WINDOW]
+            claims.append(Claim(
+                kind=kind, time=time, verb=verb,
+                phrase=" ".join(match.group().split()), sentence=context,
+                fresh=bool(_FRESH_RE.search(context)),
+                earlier=bool(_EARLIER_RE.search(context)), position=offset))
     # Overlapping matches of one claim ("I'm kicking off the build" is a work phrase and a
     # phrasal verb): the shortest, earliest speaks for it. Then reading order.
     kept: list[Claim] = []
-    spans: list[tuple[int, int]] = []
-    by_position = sorted(zip(claims, claim_spans, strict=True), key=lambda x: x[1])
-    for claim, span in by_position:
-        if any(span[0] < end and start < span[1] for start, end in spans):
-            continue
+    kept_end = -1
+    for claim, span in sorted(zip(claims, claim_spans, strict=True), key=lambda x: x[1]):
+        if span[0] < kept_end:
+            continue  # overlaps a claim kept before it (spans come sorted by start)
         kept.append(claim)
-        spans.append(span)
+        kept_end = span[1]
     claims = kept
     # "Let me first check the flights; then we'll change the dates": the writes wait for
     # the read, so they are a plan, not work under way.

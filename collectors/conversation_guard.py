@@ -58,6 +58,18 @@ CONVERSATION_TIERS: tuple[str, ...] = (
     names.TIER_UNGROUNDED_RESULT, names.TIER_REPETITION)
 
 _MAX_EVIDENCE = 3
+# A reply is read at its first 32 KB and last 8 KB, a source message (a tool result, the
+# system prompt) at its first 256 KB. No real reply is that long; the guards run on the
+# agent's thread, and the bound keeps any input, however crafted, under a fixed cost.
+_REPLY_HEAD_CHARS = 32 * 1024
+_REPLY_TAIL_CHARS = 8 * 1024
+_MAX_SOURCE_CHARS = 256 * 1024
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _REPLY_HEAD_CHARS + _REPLY_TAIL_CHARS:
+        return text
+    return text[:_REPLY_HEAD_CHARS] + "\n" + text[-_REPLY_TAIL_CHARS:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +200,9 @@ class ConversationDetector:
                     if result and result not in results_seen:
                         since_result.clear()
                         results_seen.add(result)
-                    grounds.add_result(message.text)
+                    grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
                 else:
-                    grounds.add(message.text)
+                    grounds.add(message.text[:_MAX_SOURCE_CHARS])
                 continue
             if not message.is_reply:
                 continue
@@ -200,39 +212,40 @@ class ConversationDetector:
             if message.calls:
                 since_result.clear()
             else:
-                since_result.append((message.index, message.text, None))
+                since_result.append((message.index, _bounded(message.text), None))
         return verdicts
 
     def _judge(self, conv: Conversation, catalog: _Catalog, position: int, grounds: Grounds,
                since_result: list[tuple[int, str, frozenset[str] | None]],
                run: frozenset[str]) -> ReplyVerdict:
         message = conv.messages[position]
+        text = _bounded(message.text)
         start, end = conv.turn_bounds(position)
         turn_calls = [c.name for _, c in conv.agent_calls(start, end)]
         findings: list[Finding] = []
         if run & {names.TIER_ACTION, names.TIER_READ}:
             earlier_calls = [c.name for _, c in conv.agent_calls(0, start)]
-            findings += [f for f in self._claims(message.text, catalog, turn_calls,
+            findings += [f for f in self._claims(text, catalog, turn_calls,
                                                  earlier_calls) if f.tier in run]
         if names.TIER_TEXT_TOOL_CALL in run:
             called = {c.name for c in message.calls}
-            typed = [t for t in find_text_tool_calls(message.text, catalog.names)
+            typed = [t for t in find_text_tool_calls(text, catalog.names)
                      if t.name not in called]
             if typed:
                 findings.append(Finding(names.TIER_TEXT_TOOL_CALL,
                                         "; ".join(t.excerpt for t in typed[:_MAX_EVIDENCE])))
         if names.TIER_UNGROUNDED_RESULT in run:
-            values = find_ungrounded(message.text, grounds,
+            values = find_ungrounded(text, grounds,
                                      ignore=(n.lower() for n in catalog.names))
             values += find_misreported_outcomes(
-                message.text, self._write_amounts(conv, catalog, start, position),
+                text, self._write_amounts(conv, catalog, start, position),
                 self._write_amounts(conv, catalog, 0, start))
             if values:
                 findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
                                         ", ".join(v.text for v in values[:_MAX_EVIDENCE])))
         similarity = repeats = None
         if names.TIER_REPETITION in run and not message.calls:
-            loop = find_loop(message.text, since_result, threshold=self.loop_threshold,
+            loop = find_loop(text, since_result, threshold=self.loop_threshold,
                              min_words=self.min_loop_words)
             if loop is not None:
                 findings.append(Finding(names.TIER_REPETITION, loop.excerpt))

@@ -32,6 +32,9 @@ _MONEY_RE = re.compile(r"(?:\$|USD\s?|€|£)\s?(?P<n>\d{1,3}(?:,\d{3})+(?:\.\d+
                        re.IGNORECASE)
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\w)|(?<![\w])-?\d+(?:\.\d+)?")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+# Digits of a number in a source, after thousands separators are dropped ("1,936").
+_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_DIGITS_RE = re.compile(r"0*(\d+(?:\.\d+)?)")  # "05" is 5
 _TIME_RE = re.compile(r"(?<![\d:])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::[0-5]\d)?"
                       r"\s?(?P<ap>[ap]\.?m\b\.?)?", re.IGNORECASE)
 # "11am", "3 p.m.": hours people write without minutes (ground a "11:00 AM" later).
@@ -43,12 +46,15 @@ _MIN_CODE = 5
 # hold thousands of numbers; pair checks over all of them would cost too much).
 _MAX_OPERANDS = 400
 _SMALL_FACTORS = tuple(range(2, 10))
-_MAX_SUBSET_TERMS = 16
+# Totals: sums of up to this many amounts are tried (2**10 sums, computed once per
+# source; the reply's own amounts: the 10 before a value).
+_MAX_SUBSET_TERMS = 10
+_TOTAL_TERMS = 10
 # A reply's values examined at most, and how many amounts around each one count as its
 # neighbours: bounds that keep a reply of thousands of numbers linear.
 _MAX_VALUES = 256
 _NEARBY = 12
-_MAX_SUBSET_SUMS = 4096
+_MAX_SUBSET_SUMS = 1024
 
 
 def _number(text: str) -> float | None:
@@ -61,6 +67,19 @@ def _number(text: str) -> float | None:
         return None
 
 
+def _digit_forms(value: float) -> tuple[str, ...]:
+    """How ``abs(value)`` is written as digits in a source: "1936", "1936.0", "105.5"."""
+    value = abs(value)
+    if value > 1e15:
+        return ()
+    cents = round(value * 100)
+    if cents % 100 == 0:
+        whole = str(cents // 100)
+        return whole, whole + ".0", whole + ".00"
+    two = f"{cents // 100}.{cents % 100:02d}"
+    return (two, two.rstrip("0")) if two.endswith("0") else (two,)
+
+
 def _key(value: float) -> int:
     return round(value * 100)
 
@@ -69,6 +88,9 @@ def _key(value: float) -> int:
 # snake-case prefix and a long number ("credit_card_4421486"). Lower-case words with
 # digits are mostly names of things ("base64", "utf8", "python3"), not results.
 _CODE_RE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]+|[a-z]+(?:_[a-z]+)*_\d{4,}")
+# Words that may be codes, found in one pass (most words of a reply are not): capitals
+# and digits, or snake case ending in digits.
+_CODE_CANDIDATE_RE = re.compile(r"\b[A-Z0-9]{5,40}\b|\b[a-z][a-z_]{0,30}_\d{4,}\b")
 # Units and versions in capitals are not ids either: "5GB", "4G", "2FA", "V2".
 _UNIT_RE = re.compile(r"\d+(?:GB|MB|KB|TB|G|FA|K|M|X|AM|PM|ST|ND|RD|TH)|V\d+|[A-Z]\d")
 
@@ -102,66 +124,103 @@ class Grounds:
 
     def __init__(self) -> None:
         self._words: set[str] = set()
-        self._numbers: set[int] = set()
-        self._recent: list[float] = []
+        self._pending: list[str] = []
+        self._numbers: set[str] = set()
+        self._recent_digits: list[str] = []
+        self._recent: list[float] | None = None
         self._times: set[str] = set()
-        self._amounts: list[float] = []
+        self._results: list[str] = []
+        self._totals: set[int] | None = None
 
     def add(self, text: str) -> None:
-        """Take ``text`` (a tool result, a user message, a system prompt) as a source."""
-        if not text:
-            return
+        """Take ``text`` (a tool result, a user message, a system prompt) as a source.
+
+        Sources are read when a reply first asks about them: a reply that states no value
+        costs nothing here.
+        """
+        if text:
+            self._pending.append(text)
+
+    def _read_pending(self) -> None:
+        for text in self._pending:
+            self._read(text)
+        self._pending.clear()
+
+    def _read(self, text: str) -> None:
         self._words.update(_WORD_RE.findall(text.lower()))
-        for m in _NUMBER_RE.finditer(text):
-            value = _number(m.group())
-            if value is not None:
-                # A refund of -114 in a ledger is "$114" in a reply.
-                self._numbers.add(_key(abs(value)))
-                self._recent.append(abs(value))
-        if len(self._recent) > 4 * _MAX_OPERANDS:
-            self._recent = self._recent[-_MAX_OPERANDS:]
+        # Numbers are kept as their digits (set building in C); a refund of -114 in a
+        # ledger is "$114" in a reply, and "1,936" is 1936.
+        found = _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
+        self._numbers.update(found)
+        # Operands of derivations are made floats only when a value needs one.
+        self._recent_digits = (self._recent_digits + found[-_MAX_OPERANDS:])[-_MAX_OPERANDS:]
+        self._recent = None
         if ":" in text:
             for m in _TIME_RE.finditer(text):
                 self._times.add(_clock(m))
-        for m in _HOUR_RE.finditer(text):
-            self._times.add(_clock(m))
+        if "m" in text:
+            for m in _HOUR_RE.finditer(text):
+                self._times.add(_clock(m))
 
     def has_word(self, word: str) -> bool:
         """Whether ``word`` (lower-case) occurred as a word in the sources."""
+        if self._pending:
+            self._read_pending()
         return word in self._words
 
     def add_result(self, text: str) -> None:
         """Take a tool result as a source, keeping its money amounts for totals."""
         self.add(text)
-        self._amounts = (self._amounts + result_amounts(text))[-_MAX_SUBSET_TERMS:]
+        # Parsed only if a value needs a total (most replies' values are seen as they are).
+        self._results = (self._results + [text])[-_MAX_SUBSET_TERMS:]
+        self._totals = None
 
     def has_time(self, clock: str) -> bool:
         """Whether the clock time ``"HH:MM"`` occurred in the sources."""
+        if self._pending:
+            self._read_pending()
         return clock in self._times
 
     def has_number(self, value: float) -> bool:
-        return _key(value) in self._numbers
+        """Whether ``value`` (its absolute value) occurred as a number in the sources."""
+        if self._pending:
+            self._read_pending()
+        return any(form in self._numbers for form in _digit_forms(value))
 
-    def derivable(self, value: float, extra: Sequence[float] = ()) -> bool:
+    def derivable(self, value: float, extra: Sequence[float] = (),
+                  before: Sequence[float] = ()) -> bool:
         """Whether ``value`` is a seen number, or one sum, difference, product, ratio or
-        small multiple of seen numbers (``extra``: numbers of the reply itself)."""
-        target = _key(value)
-        if target in self._numbers:
+        small multiple of seen numbers, or a total of the latest results' amounts or of
+        the reply's own amounts just before it.
+
+        Args:
+            value: The number to account for.
+            extra: Numbers of the reply around ``value``.
+            before: The reply's amounts just before ``value`` (a total follows its terms).
+        """
+        if self.has_number(value):
             return True
-        operands = list(dict.fromkeys([*extra, *self._recent[-_MAX_OPERANDS:]]))
-        keys = self._numbers | {_key(x) for x in extra}
-        for a in operands:
-            if _key(value - a) in keys or _key(value + a) in keys or _key(a - value) in keys:
+        nearby = {_key(x) for x in extra}
+
+        def seen(x: float) -> bool:
+            return _key(abs(x)) in nearby or self.has_number(x)
+
+        if self._recent is None:
+            self._recent = [v for d in self._recent_digits if (v := _number(d)) is not None]
+        for a in dict.fromkeys([*extra, *self._recent]):
+            if seen(value - a) or seen(value + a):
                 return True
-            if a not in (0.0, 1.0) and a in extra and (_key(value / a) in keys
-                                                       or _key(value * a) in keys):
+            if a not in (0.0, 1.0) and a in extra and (seen(value / a) or seen(value * a)):
                 return True
-        for k in _SMALL_FACTORS:
-            if _key(value / k) in keys:
-                return True
+        if any(seen(value / k) for k in _SMALL_FACTORS):
+            return True
         # A total of some of the amounts the reply lists or the latest results hold (fares
         # of several legs and passengers): subset sums, bounded so a long list costs little.
-        return target in _subset_sums(extra) or target in _subset_sums(self._amounts)
+        if self._totals is None:
+            amounts = [a for text in self._results for a in result_amounts(text)]
+            self._totals = _subset_sums([abs(a) for a in amounts[-_MAX_SUBSET_TERMS:]])
+        target = _key(value)
+        return target in self._totals or target in _subset_sums(before)
 
 
 def _clock(m: re.Match[str]) -> str:
@@ -199,10 +258,9 @@ def find_ungrounded(reply: str, grounds: Grounds,
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
-        if not grounds.derivable(value, nearby):
+        if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(m.group().strip(), UngroundedValue("money", m.group().strip()))
-    for m in _WORD_RE.finditer(reply):
-        word = m.group()
+    for word in _CODE_CANDIDATE_RE.findall(reply):
         if word.lower() in skip or not _is_code(word):
             continue
         if not grounds.has_word(word.lower()):
@@ -237,8 +295,10 @@ _MAX_OUTCOME_AMOUNTS = 64
 
 def _json_amounts(value: Any, key: str, out: list[float]) -> None:
     if isinstance(value, dict):
+        inherited = bool(_AMOUNT_KEY_RE.search(key))
         for k, v in value.items():
-            _json_amounts(v, str(k), out)
+            # {"prices": {"economy": 105}}: the numbers under an amount key are amounts.
+            _json_amounts(v, key if inherited else str(k), out)
     elif isinstance(value, list):
         for v in value:
             _json_amounts(v, key, out)

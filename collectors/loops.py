@@ -21,6 +21,7 @@ replies agreed on loops at about the same rate: the boundary between "asking aga
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ _NEW_SENTENCE_SHARE = 0.5
 _MIN_SENTENCE_WORDS = 3
 
 
+@functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
@@ -120,8 +122,10 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
         The most similar earlier reply at or above the threshold, if the reply says
         nothing new; else None.
     """
+    if not earlier:
+        return None
     words = content_words(reply) if reply_words is None else reply_words
-    if len(words) < min_words or not earlier:
+    if len(words) < min_words:
         return None
     best: LoopMatch | None = None
     said: set[str] = set()
