@@ -120,9 +120,16 @@ def _result_text(content: Any) -> str:
     return _arguments_text(content)
 
 
-def _openai_calls(message: Any) -> list[ToolCall]:
+def _openai_calls(message: Any, index: int) -> list[ToolCall]:
     calls: list[ToolCall] = []
-    for call in _get(message, "tool_calls") or ():
+    listed = _get(message, "tool_calls")
+    if listed is not None and not isinstance(listed, (list, tuple)):
+        raise GuardInputError(f"message {index}: 'tool_calls' must be a list, got "
+                              f"{type(listed).__name__}")
+    for call in listed or ():
+        if call is None or isinstance(call, (str, bytes, int, float, list, tuple)):
+            raise GuardInputError(f"message {index}: each tool call must be an object, got "
+                                  f"{type(call).__name__}")
         fn = _get(call, "function") or _get(call, "custom")
         name = _get(fn, "name") if fn is not None else _get(call, "name")
         if isinstance(name, str) and name:
@@ -145,7 +152,7 @@ def _read_message(raw: Any, index: int) -> Message:
         raise GuardInputError(f"message {index}: missing 'role'")
     content = _get(raw, "content")
     texts: list[str] = []
-    calls = _openai_calls(raw)
+    calls = _openai_calls(raw, index)
     result_ids: list[str] = []
     is_error = bool(_get(raw, "x-error") or _get(raw, "is_error"))
     said_something = False

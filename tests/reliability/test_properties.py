@@ -349,7 +349,8 @@ def test_payload_documents_decode_to_storable_rows_or_poison(document: dict[str,
 # -- scan properties ----------------------------------------------------------------------
 _HIT_FIELDS = {"fabrication": {"id", "flagged", "tiers", "matches", "similarity"},
                "questions": {"id", "should_reason", "depth", "trigger_pattern"},
-               "plans": {"id", "valid", "errors"}}
+               "plans": {"id", "valid", "errors"},
+               "conversations": {"conv_id", "msg_index", "tiers", "evidence"}}
 _names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_ .ABC0123456789", max_size=16)
 _steps = st.fixed_dictionaries({}, optional={
     "id": st.one_of(_names, _json_values), "step_id": _names,
@@ -396,6 +397,25 @@ _records = {
     "plans": st.fixed_dictionaries({}, optional={
         "id": st.one_of(_names, st.integers(), _json_values),
         "allowed_tools": _allowed, "plan": _plans}),
+    "conversations": st.fixed_dictionaries({}, optional={
+        "id": _json_values, "tools": st.one_of(_allowed, _json_values),
+        "system": st.one_of(_any_text, _json_values),
+        "messages": st.one_of(st.lists(st.one_of(
+            st.fixed_dictionaries({"role": st.sampled_from(
+                ["system", "user", "assistant", "tool", "developer", "function"])}, optional={
+                "content": st.one_of(_replies, _json_values, st.lists(st.one_of(
+                    st.fixed_dictionaries({"type": st.sampled_from(
+                        ["text", "tool_use", "tool_result", "image"])}, optional={
+                        "text": st.one_of(_replies, _json_values), "name": _names,
+                        "id": _names, "tool_use_id": _names, "input": _json_values,
+                        "content": _json_values}), _json_values), max_size=3)),
+                "tool_calls": st.one_of(st.lists(st.fixed_dictionaries({}, optional={
+                    "id": _names, "function": st.one_of(st.fixed_dictionaries(
+                        {"name": _names}, optional={"arguments": _json_values}),
+                        _json_values)}), max_size=2), _json_values),
+                "tool_call_id": _json_values, "x-canned": _json_values,
+                "x-requestor": _json_values}),
+            _json_values), max_size=6), _json_values)}),
 }
 
 
@@ -421,11 +441,18 @@ def test_scan_yields_a_verdict_or_a_clear_error_for_every_line(kind: str) -> Non
         # JSONL lines end at "\n" only (str.splitlines would also cut at U+0085, U+2028).
         outputs = [json.loads(line) for line in out.getvalue().split("\n")[:-1]]
         records = [line for line in lines if line.strip()]
-        assert len(outputs) == len(records) == summary["lines"]
+        id_field = "conv_id" if kind == "conversations" else "id"
+        if kind == "conversations":
+            # One line per assistant reply with text, or one error per bad record.
+            assert len(records) == summary["lines"]
+            pairs = [(None, output) for output in outputs]
+        else:
+            assert len(outputs) == len(records) == summary["lines"]
+            pairs = list(zip(records, outputs, strict=True))
         assert summary["errors"] == sum("error" in o for o in outputs)
-        for line, output in zip(records, outputs):
+        for line, output in pairs:
             if "error" in output:
-                assert set(output) == {"id", "error"}
+                assert set(output) == {id_field, "error"}
                 assert isinstance(output["error"], str) and output["error"]
                 # The catch-all branch means a scanner crashed on this input instead of
                 # saying what is wrong with it.
