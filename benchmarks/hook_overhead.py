@@ -8,8 +8,13 @@ a real Tansu broker:
 
 * guards: ``FabricationGuard.check`` of a 2 KB reply with 3 replies of history on the
   channel (a clean reply, and one that claims an action no tool performed, which also
-  emits); ``validate_plan`` on a 50-step plan (valid, and with one invented tool); the
+  emits); ``FabricationGuard.check_conversation`` of a 2 KB reply at the end of a
+  20-message conversation with tool calls and results (target: median at most 1 ms);
+  ``validate_plan`` on a 50-step plan (valid, and with one invented tool); the
   criticality gate on a mix of questions.
+* adversarial input: 1 MB of crafted text (runs of claim openers, money, JSON and tag
+  starts, quotes, sentence ends ...) through every detector, best of three; target:
+  under 1 s each, however the text is built.
 * emit path: ``GuardTelemetry.event`` + ``count`` + ``payload`` (span event, counter,
   payload enqueue), against the baseline of a bare OTel ``span.add_event`` +
   ``counter.add`` with the same attributes on the same providers. The two are timed
@@ -36,6 +41,9 @@ from guardtrace.broker import free_port
 from guardtrace.schemas import names
 
 TARGET_EMIT_RATIO = 1.5
+TARGET_CONVERSATION_MEDIAN_US = 1000.0
+TARGET_ADVERSARIAL_S = 1.0
+ADVERSARIAL_BYTES = 1 << 20
 TARGET_UNREACHABLE_P99_RATIO = 2.0
 
 # Words of random letters: replies share few character 4-shingles, as real replies
@@ -104,6 +112,14 @@ def bench_guards(calls: int) -> dict[str, Any]:
     results["validate_plan, 50 steps, one invented tool"] = summarize_ns(
         _time_calls(lambda i: validate_plan(invented, tools), calls))
 
+    conversation, catalog = _conversation(random.Random(5))
+    conversation_flags: list[bool] = []
+    results["check_conversation, 2 KB reply, 20 messages"] = summarize_ns(_time_calls(
+        lambda i: conversation_flags.append(guard.check_conversation(
+            conversation, catalog, request_id=f"conv-{i}", agent="bench-agent").flagged),
+        calls))
+    results["_conversation_flagged"] = sum(conversation_flags) / max(len(conversation_flags), 1)
+
     gate = default_gate()
     questions = ["How many r's are in strawberry?", "Spell 'necessary' backwards.",
                  "Which planet has the most moons?", "Summarise this thread for me.",
@@ -112,6 +128,98 @@ def bench_guards(calls: int) -> dict[str, Any]:
     results["criticality gate"] = summarize_ns(
         _time_calls(lambda i: gate.assess(questions[i % len(questions)]), calls * 5))
     return results
+
+
+_CATALOG = [("get_user_details", "Get the details of a user."),
+            ("get_reservation_details", "Get the details of a reservation."),
+            ("search_direct_flight", "Search direct flights between two cities."),
+            ("update_reservation_flights", "Update the flights of a reservation."),
+            ("update_reservation_baggages", "Update the baggage of a reservation."),
+            ("cancel_reservation", "Cancel the whole reservation."),
+            ("book_reservation", "Book a reservation."),
+            ("transfer_to_human_agents", "Transfer the user to a human agent."),
+            ("calculate", "Calculate a mathematical expression.")]
+
+
+def _conversation(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A 20-message support conversation (policy, 6 lookups with JSON results) and its
+    2 KB last reply, which states values the results gave, as real replies do."""
+    import json
+
+    catalog = [{"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {"reservation_id": {"type": "string"}}}}}
+        for name, description in _CATALOG]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "# Airline policy\n" + (
+        "Confirm the details with the user before any change. Each extra bag costs $50. ")
+        * 14}]
+    facts: list[str] = []
+    for i in range(6):
+        reservation = f"R{i:04d}Q"
+        flights = [{"flight_number": f"HAT{rng.randint(100, 999)}", "date": f"2024-05-2{i}",
+                    "price": rng.randint(80, 900)} for _ in range(3)]
+        messages += [
+            {"role": "user", "content": f"Can you look up reservation {reservation}? I may "
+                                        f"want a later flight on the same day."},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call-{i}", "type": "function", "function": {
+                    "name": "get_reservation_details",
+                    "arguments": json.dumps({"reservation_id": reservation})}}]},
+            {"role": "tool", "tool_call_id": f"call-{i}", "content": json.dumps({
+                "reservation_id": reservation, "flights": flights, "cabin": "economy",
+                "payment_history": [{"payment_id": "credit_card_4421486",
+                                     "amount": sum(f["price"] for f in flights)}]})}]
+        facts += [f"Flight {f['flight_number']} on {f['date']} costs ${f['price']}."
+                  for f in flights]
+    text = "I've checked reservation R0005Q for you. "
+    while len(text) < 2048:
+        text += rng.choice(facts + [
+            "Your payment was made with the card on file.",
+            "If you'd like, I can search for a later flight on the same day.",
+            "Please confirm which option you prefer, and I'll update the reservation."]) + " "
+    messages = messages[:19] + [{"role": "assistant", "content": text[:2048]}]
+    return messages, catalog
+
+
+def bench_adversarial() -> dict[str, float]:
+    """Seconds for 1 MB of crafted text through each detector (best of three)."""
+    from guardtrace.collectors import validate_plan
+    from guardtrace.collectors.conversation_guard import judge_conversation
+    from guardtrace.collectors.criticality import default_gate
+    from guardtrace.collectors.tool_catalog import read_tool_specs
+
+    catalog = [{"type": "function", "function": {"name": n, "parameters": {}}}
+               for n, _ in _CATALOG]
+    units = ["I'm ", "I have been ", "let me ", "$1,", "12:", '{"name": "', "<tool_call>",
+             "cancel_reservation(", "- **a:** ", "A1", "a", "if you ", ". ", "`", '"',
+             "Action: ", "123 ", "I've updated it. ", "$5 has been charged. "]
+    gate = default_gate()
+    detectors = {
+        "conversation (reply, user message and tool result of 1 MB each)":
+            lambda t: judge_conversation([
+                {"role": "user", "content": t},
+                {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": "c", "type": "function",
+                    "function": {"name": "cancel_reservation", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c", "content": t},
+                {"role": "assistant", "content": t}], catalog),
+        "criticality gate": gate.assess,
+        "validate_plan (a 1 MB tool name)": lambda t: validate_plan(
+            [{"id": "s1", "tool": t.replace(" ", "_")}], [n for n, _ in _CATALOG]),
+        "tool catalog (a 1 MB description)": lambda t: read_tool_specs(
+            [{"name": "x", "description": t, "input_schema": {}}]),
+    }
+    worst: dict[str, float] = {}
+    for name, detector in detectors.items():
+        for unit in units:
+            text = (unit * (ADVERSARIAL_BYTES // len(unit) + 1))[:ADVERSARIAL_BYTES]
+            best = float("inf")
+            for _ in range(3):
+                started = time.perf_counter()
+                detector(text)
+                best = min(best, time.perf_counter() - started)
+            worst[name] = max(worst.get(name, 0.0), best)
+    return worst
 
 
 def bench_emit(bootstrap: str, topics: Any, calls: int, flush: bool) -> dict[str, Any]:
@@ -179,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     with services() as (broker, topics, _tmp):
         log("guards")
         guards = bench_guards(args.guard_calls)
+        log("1 MB of adversarial text through each detector")
+        adversarial = bench_adversarial()
         log("emit path vs bare OTel, Kafka reachable")
         reachable = bench_emit(broker.bootstrap, topics, args.calls, flush=True)
     log("emit path, Kafka unreachable")
@@ -186,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     unreachable = bench_emit(nowhere, topics, args.calls, flush=False)
 
     flagged = guards.pop("_flagged")
+    conversation_flagged = guards.pop("_conversation_flagged")
     rows = [[name, s["median_us"], s["p99_us"], s["mean_us"], s["calls"]]
             for name, s in guards.items()]
     rows += [["bare OTel add_event + counter.add (baseline)", *_cells(reachable["bare"])],
@@ -194,16 +305,25 @@ def main(argv: list[str] | None = None) -> int:
              ["emit path, Kafka unreachable", *_cells(unreachable["emit"])]]
     report.table("hook_overhead: per call, microseconds",
                  ["call", "median us", "p99 us", "mean us", "calls"], rows)
+    report.table("1 MB of adversarial text, worst over 19 constructions (best of 3 each)",
+                 ["detector", "seconds"], [[name, s] for name, s in adversarial.items()])
     ratio = reachable["emit"]["median_us"] / reachable["bare"]["median_us"]
     p99_ratio = unreachable["emit"]["p99_us"] / reachable["emit"]["p99_us"]
     report.figures.update({
         "guards": guards, "flagged_fraction": flagged,
+        "conversation_flagged_fraction": conversation_flagged,
+        "adversarial_1mb_s": {k: round(v, 3) for k, v in adversarial.items()},
         "emit": reachable["emit"], "bare": reachable["bare"],
         "emit_vs_bare_median": round(ratio, 3),
         "emit_unreachable": unreachable["emit"], "bare_unreachable": unreachable["bare"],
         "unreachable_vs_reachable_p99": round(p99_ratio, 3),
         "dropped_reachable": reachable["dropped"], "dropped_unreachable": unreachable["dropped"],
     })
+    report.target("check_conversation median, 2 KB reply, 20 messages",
+                  guards["check_conversation, 2 KB reply, 20 messages"]["median_us"], "<=",
+                  TARGET_CONVERSATION_MEDIAN_US, "us")
+    for name, seconds in adversarial.items():
+        report.target(f"1 MB adversarial: {name}", seconds, "<", TARGET_ADVERSARIAL_S, "s")
     report.target("emit path median / bare OTel median", ratio, "<=", TARGET_EMIT_RATIO, "x")
     report.target("emit p99, Kafka unreachable / reachable", p99_ratio, "<=",
                   TARGET_UNREACHABLE_P99_RATIO, "x")

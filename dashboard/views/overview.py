@@ -34,6 +34,10 @@ CHARTS = (
     ("Fabrications by tier", (
         (names.TIER_ACTION, names.EVENT_FABRICATION_DETECTED, names.TIER_ACTION),
         (names.TIER_READ, names.EVENT_FABRICATION_DETECTED, names.TIER_READ),
+        (names.TIER_TEXT_TOOL_CALL, names.EVENT_FABRICATION_DETECTED,
+         names.TIER_TEXT_TOOL_CALL),
+        (names.TIER_UNGROUNDED_RESULT, names.EVENT_FABRICATION_DETECTED,
+         names.TIER_UNGROUNDED_RESULT),
         (names.TIER_REPETITION, names.EVENT_FABRICATION_DETECTED, names.TIER_REPETITION))),
     ("Forced verification", (
         ("required", names.EVENT_VERIFICATION_REQUIRED, None),
