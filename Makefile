@@ -40,7 +40,7 @@ test: install browser
 BENCH_ARGS ?=
 bench: install
 	@mkdir -p .guardtrace/bench
-	@for b in hook_overhead pipeline_throughput payload_throughput lookup_latency; do \
+	@for b in hook_overhead detection_quality pipeline_throughput payload_throughput lookup_latency; do \
 	  echo "== $$b $(BENCH_ARGS)"; \
 	  $(BIN)/python benchmarks/$$b.py $(BENCH_ARGS) > .guardtrace/bench/$$b.txt; \
 	  status=$$?; cat .guardtrace/bench/$$b.txt; [ $$status = 0 ] || exit $$status; \

@@ -38,6 +38,20 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 
+# The real agent data (third-party, never in the repository); tests/support/realdata.py
+# looks in the same places.
+_WORKPLACE_REALDATA = Path("/work/shared/realdata")
+
+
+def realdata_dir() -> Path:
+    """``$GUARDTRACE_REALDATA``, else ``<repo>/../shared/realdata`` if it exists, else
+    ``/work/shared/realdata``."""
+    if os.environ.get("GUARDTRACE_REALDATA"):
+        return Path(os.environ["GUARDTRACE_REALDATA"])
+    beside = REPO.parent / "shared" / "realdata"
+    return beside if beside.is_dir() or not _WORKPLACE_REALDATA.is_dir() else _WORKPLACE_REALDATA
+
+
 # Tansu's first join of a new consumer group takes about half the session timeout.
 SESSION_TIMEOUT_MS = 3000
 HEARTBEAT_INTERVAL_MS = 1000

@@ -1,6 +1,6 @@
 """How right the detectors are on real agent data: fabrication, loops, plans, the gate.
 
-    .venv/bin/python benchmarks/detection_quality.py              # everything (~2 min)
+    .venv/bin/python benchmarks/detection_quality.py              # everything (~15 s)
     .venv/bin/python benchmarks/detection_quality.py --only fabrication --list-errors
     .venv/bin/python benchmarks/detection_quality.py --realdata /path/to/realdata
 
@@ -22,22 +22,16 @@ Prints the tables, the targets and, last, one JSON line (see ``_common.Report``)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import _fabrication_quality
 import _gate_quality
 import _plan_quality
-from _common import REPO, Report, log
+from _common import REPO, Report, log, realdata_dir
 
 PARTS = ("fabrication", "plans", "gate")
 LABELS = REPO / "benchmarks" / "labels" / "conversations_dev.jsonl"
-
-
-def default_realdata() -> Path:
-    """``$GUARDTRACE_REALDATA``, else ``<repo>/../shared/realdata``."""
-    return Path(os.environ.get("GUARDTRACE_REALDATA") or REPO.parent / "shared" / "realdata")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,16 +40,19 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--realdata", type=Path, default=None,
                         help="folder holding conversations.jsonl, bfcl.jsonl.gz and "
-                             "labels.jsonl (default: $GUARDTRACE_REALDATA or "
-                             "../shared/realdata)")
+                             "labels.jsonl (default: $GUARDTRACE_REALDATA, else "
+                             "../shared/realdata, else /work/shared/realdata)")
     parser.add_argument("--labels", type=Path, default=LABELS,
                         help="hand labels of the conversations (default: %(default)s)")
     parser.add_argument("--only", choices=PARTS, action="append",
                         help="run only this part (repeatable)")
     parser.add_argument("--list-errors", action="store_true",
                         help="also print every fabrication/loop miss and false flag")
+    parser.add_argument("--quick", action="store_true",
+                        help="accepted for 'make bench BENCH_ARGS=--quick'; the whole run "
+                             "already takes seconds, so it measures everything")
     args = parser.parse_args(argv)
-    realdata = args.realdata or default_realdata()
+    realdata = args.realdata or realdata_dir()
     if not realdata.is_dir():
         parser.error(f"real agent data not found at {realdata}: pass --realdata or set "
                      f"GUARDTRACE_REALDATA to the folder holding conversations.jsonl")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 import sys
 from functools import cache
 from pathlib import Path
@@ -19,20 +18,16 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.realdata import REPO, realdata_dir
+
 from guardtrace.collectors.criticality import DEFAULT_PATTERNS, CriticalityGate, default_gate
 
-REPO = Path(__file__).resolve().parents[2]
 
 # Real messages the gate fires on, each read by hand and found to be a character-level
 # task (BFCL items, by item id): a list of fruit filtered by the letter they start with,
 # and the string 'Hello, World!' to be reversed. Any other fire must be read before it
 # is added here.
 REVIEWED_FIRES = {"parallel_multiple_function_94", "parallel_multiple_function_79"}
-
-
-def realdata_dir() -> Path:
-    """``$GUARDTRACE_REALDATA``, else ``<repo>/../shared/realdata``."""
-    return Path(os.environ.get("GUARDTRACE_REALDATA") or REPO.parent / "shared" / "realdata")
 
 
 @cache

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,16 +19,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.realdata import realdata_dir
+
 from guardtrace.collectors.plan_validation import PlanErrorType, PlanIssue, validate_plan
 from guardtrace.collectors.tool_catalog import read_tool_specs
 
-REPO = Path(__file__).resolve().parents[2]
 _POSITIONAL = "_positional"  # the converter's key for positional (unnamed) arguments
-
-
-def realdata_dir() -> Path:
-    """``$GUARDTRACE_REALDATA``, else ``<repo>/../shared/realdata``."""
-    return Path(os.environ.get("GUARDTRACE_REALDATA") or REPO.parent / "shared" / "realdata")
 
 
 def _data_file(name: str) -> Path:
