@@ -22,6 +22,7 @@ and :func:`scan_fabrication_input` run it offline.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -32,6 +33,7 @@ from typing import Any
 from guardtrace.collectors.conversation_guard import (
     CONVERSATION_TIERS,
     ConversationDetector,
+    Finding,
     ReplyVerdict,
 )
 from guardtrace.collectors.errors import (
@@ -40,6 +42,7 @@ from guardtrace.collectors.errors import (
     require_object,
     require_text,
 )
+from guardtrace.collectors.loops import find_loop
 from guardtrace.collectors.reply_history import (
     HistoryEntry,
     InMemoryReplyHistory,
@@ -60,8 +63,9 @@ __all__ = [
 ]
 
 TIERS: tuple[str, ...] = CONVERSATION_TIERS
-# The tiers the simple check runs: without the conversation nothing grounds a value.
-_SIMPLE_TIERS = tuple(t for t in TIERS if t != names.TIER_UNGROUNDED_RESULT)
+# The tiers the simple check runs on the reply alone: without the conversation nothing
+# grounds a value, and repetition is checked against the channel's history below.
+_CLAIM_TIERS = (names.TIER_ACTION, names.TIER_READ, names.TIER_TEXT_TOOL_CALL)
 
 # Format fields: {phrase} (the first evidence), {tools} ("none" or a comma list),
 # {percent} (share of the reply repeated, whole percent).
@@ -205,17 +209,26 @@ class FabricationDetector:
             The verdict, with the disclaimers appended to ``reply`` when flagged.
         """
         tools = _dedupe(tools_fired)
-        messages: list[dict[str, Any]] = []
-        for item in history[-self.history_size:] if history else ():
-            messages.append({"role": "assistant",
-                             "content": item.text if isinstance(item, HistoryEntry) else item})
-        messages.append({"role": "assistant", "content": reply,
-                         "tool_calls": [{"function": {"name": t}} for t in tools]})
-        verdicts = self.engine.judge(messages, None, only=(len(messages) - 1,),
-                                     tiers=_SIMPLE_TIERS)
+        message = {"role": "assistant", "content": reply,
+                   "tool_calls": [{"function": {"name": t}} for t in tools]}
+        verdicts = self.engine.judge([message], None, tiers=_CLAIM_TIERS)
         if not verdicts:
             return FabricationVerdict.quiet(reply, tools)
-        return self._verdict(reply, verdicts[0], tools)
+        verdict = verdicts[0]
+        recent = history[-self.history_size:] if history else ()
+        # A tool that ran this turn is progress: such a reply is never a loop.
+        if recent and not tools and names.TIER_REPETITION in self.tiers:
+            entries = [item if isinstance(item, HistoryEntry) else HistoryEntry.from_text(item)
+                       for item in recent]
+            loop = find_loop(reply, [(i, e.text, e.words) for i, e in enumerate(entries)],
+                             threshold=self.engine.loop_threshold,
+                             min_words=self.engine.min_loop_words)
+            if loop is not None:
+                verdict = dataclasses.replace(
+                    verdict, tiers=(*verdict.tiers, names.TIER_REPETITION),
+                    findings=(*verdict.findings, Finding(names.TIER_REPETITION, loop.excerpt)),
+                    similarity=round(loop.similarity, 4))
+        return self._verdict(reply, verdict, tools)
 
     def detect_conversation(self, messages: Sequence[Any], tools: Any = None, *,
                             system: Any = None, only: Iterable[int] | None = None,

@@ -67,8 +67,9 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> frozenset[str]:
     """The stemmed content words of ``text``."""
-    return frozenset(_stem(w) for w in _WORD_RE.findall(text.lower())
-                     if w not in _STOPWORDS and len(w) > 1)
+    # Distinct words first (set operations run in C), then stem only those.
+    return frozenset(_stem(w) for w in set(_WORD_RE.findall(text.lower())) - _STOPWORDS
+                     if len(w) > 1)
 
 
 @dataclass(frozen=True, slots=True)

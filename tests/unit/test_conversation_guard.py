@@ -292,6 +292,12 @@ def test_declared_kinds_and_overrides_win_over_names() -> None:
     "Sure.\n[cancel_reservation(reservation_id=\"A1\")]",
     '{"cancel_reservation": {"reservation_id": "A1"}}',
     '<invoke name="functions.cancel_reservation"><parameter name="id">A1</parameter></invoke>',
+    # Shapes public bug reports show models printing instead of calling (llama.cpp #14697,
+    # native_tool_call_adapter #3), in our catalog's words.
+    '{\n  "tool_calls": [\n    {\n      "name": "cancel_reservation",\n      "arguments": '
+    '{"reservation_id": "A1"},\n      "id": "162875335"\n    }\n  ]\n}',
+    'Tool: cancel_reservation\nreservation_id: "A1"',
+    '{\n"name": "cancel_reservation",\n"arguments": "{\\"reservation_id\\": \\"A1\\"}"\n}',
 ])
 def test_a_tool_call_written_as_text_fires(text: str) -> None:
     assert TEXT_CALL in tiers_of([user("Cancel A1."), said(text)])
