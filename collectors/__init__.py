@@ -4,8 +4,9 @@ Three guards decide whether an LLM hallucinated and act on it:
 
 * plans: :func:`validate_plan` finds invented tools/agents and broken dependencies;
   :func:`generate_validated_plan` drives a bounded, feedback-first retry to recovery.
-* replies: :class:`FabricationGuard` flags claimed actions no tool performed, read
-  narration without a read, and self-repetition, appending an inline disclaimer.
+* replies: :class:`FabricationGuard` judges a reply within its conversation: claimed
+  actions and lookups no tool performed, tool calls typed as text, values no source
+  gave, and loops, appending an inline disclaimer.
 * questions: :class:`VerificationLoop` (with :class:`CriticalityGate`) forces the
   ``reason`` tool on hallucination-prone questions before the model may answer.
 
@@ -20,6 +21,11 @@ OTel no-op API.
 
 from guardtrace.collectors.cardinality import AgentLabelLimiter
 from guardtrace.collectors.config import CollectorConfig
+from guardtrace.collectors.conversation_guard import (
+    ConversationDetector,
+    ReplyVerdict,
+    judge_conversation,
+)
 from guardtrace.collectors.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.fabrication import (
@@ -43,6 +49,7 @@ from guardtrace.collectors.redaction import Redactor
 from guardtrace.collectors.reply_history import InMemoryReplyHistory, ReplyHistory
 from guardtrace.collectors.setup import Telemetry, configure, force_flush, shutdown
 from guardtrace.collectors.telemetry import GuardTelemetry, new_request_id, record_payload
+from guardtrace.collectors.tool_catalog import ToolSpec, read_tool_specs
 from guardtrace.collectors.tool_calls import (
     tool_names_fired,
     tool_names_from_anthropic,
@@ -61,6 +68,7 @@ __all__ = [
     "AgentLabelLimiter",
     "BudgetToken",
     "CollectorConfig",
+    "ConversationDetector",
     "CriticalityDecision",
     "CriticalityGate",
     "FabricationDetector",
@@ -80,7 +88,9 @@ __all__ = [
     "ReasoningDepth",
     "Redactor",
     "ReplyHistory",
+    "ReplyVerdict",
     "Telemetry",
+    "ToolSpec",
     "TurnAction",
     "ValidatedPlan",
     "VerificationLoop",
@@ -90,7 +100,9 @@ __all__ = [
     "ensure_reason_tool",
     "force_flush",
     "generate_validated_plan",
+    "judge_conversation",
     "new_request_id",
+    "read_tool_specs",
     "reason_tool_schema",
     "record_payload",
     "shutdown",
