@@ -25,6 +25,8 @@ with the defaults.
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +60,7 @@ CONVERSATION_TIERS: tuple[str, ...] = (
     names.TIER_UNGROUNDED_RESULT, names.TIER_REPETITION)
 
 _MAX_EVIDENCE = 3
+_CACHED_CATALOGS = 16
 # A reply is read at its first 32 KB and last 8 KB, a source message (a tool result, the
 # system prompt) at its first 256 KB. No real reply is that long; the guards run on the
 # agent's thread, and the bound keeps any input, however crafted, under a fixed cost.
@@ -154,6 +157,11 @@ class ConversationDetector:
             raise ValueError(f"loop_threshold must be within (0, 1], got {loop_threshold}")
         self.tool_kinds = dict(tool_kinds or {})
         ToolKinds.from_catalog((), self.tool_kinds)  # a bad kind fails here, not per reply
+        # Agents pass the same tool list object on every call: it is read once. A list is
+        # read again when it is another object or its length changed (a tool definition
+        # edited in place is not noticed: pass a new list when the tools change).
+        self._catalogs: OrderedDict[int, tuple[Any, int, _Catalog]] = OrderedDict()
+        self._catalogs_lock = threading.Lock()
         self.loop_threshold = loop_threshold
         self.min_loop_words = min_loop_words
         self.tiers = frozenset(tiers)
@@ -180,7 +188,7 @@ class ConversationDetector:
         Raises:
             GuardInputError: ``messages`` or ``tools`` cannot be read.
         """
-        catalog = _read_catalog(tools, self.tool_kinds)
+        catalog = self._catalog(tools)
         conv = read_conversation(messages, catalog.names, system=system)
         wanted = None if only is None else set(only)
         if last_only:
@@ -255,6 +263,22 @@ class ConversationDetector:
         return ReplyVerdict(message.index, message.text, tuple(f.tier for f in findings),
                             tuple(findings),
                             tuple(dict.fromkeys(turn_calls)), similarity, repeats)
+
+    def _catalog(self, tools: Any) -> _Catalog:
+        if not isinstance(tools, (list, tuple)) or not tools:
+            return _read_catalog(tools, self.tool_kinds)
+        with self._catalogs_lock:
+            hit = self._catalogs.get(id(tools))
+            if hit is not None and hit[0] is tools and hit[1] == len(tools):
+                self._catalogs.move_to_end(id(tools))
+                return hit[2]
+        catalog = _read_catalog(tools, self.tool_kinds)
+        with self._catalogs_lock:
+            # The entry holds the list itself, so its id cannot be reused while cached.
+            self._catalogs[id(tools)] = (tools, len(tools), catalog)
+            while len(self._catalogs) > _CACHED_CATALOGS:
+                self._catalogs.popitem(last=False)
+        return catalog
 
     @staticmethod
     def _write_amounts(conv: Conversation, catalog: _Catalog, start: int,

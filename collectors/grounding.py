@@ -27,9 +27,11 @@ from guardtrace.collectors.claims import sentences as _split_sentences
 __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungrounded",
            "result_amounts"]
 
-_MONEY_RE = re.compile(r"(?:\$|USD\s?|€|£)\s?(?P<n>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
-                       r"|(?P<m>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s?(?:dollars|usd)\b",
-                       re.IGNORECASE)
+# Money: a currency sign or code before the amount, or "dollars"/"USD" after it. The
+# sign comes first so the engine's first-character scan runs in C.
+_AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_MONEY_RE = re.compile(rf"(?:[$€£]|\bUSD ?)\s?(?P<n>{_AMOUNT})"
+                       rf"|(?P<m>{_AMOUNT})\s?(?:dollars|USD|usd)\b")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\w)|(?<![\w])-?\d+(?:\.\d+)?")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 # Digits of a number in a source, after thousands separators are dropped ("1,936").
@@ -123,8 +125,11 @@ class Grounds:
     """
 
     def __init__(self) -> None:
+        self._texts: list[str] = []
+        # How many of `_texts` each index has read: words, numbers and times are read
+        # only when a reply first asks for that kind of value.
+        self._read_words = self._read_numbers = self._read_times = 0
         self._words: set[str] = set()
-        self._pending: list[str] = []
         self._numbers: set[str] = set()
         self._recent_digits: list[str] = []
         self._recent: list[float] | None = None
@@ -139,34 +144,26 @@ class Grounds:
         costs nothing here.
         """
         if text:
-            self._pending.append(text)
-
-    def _read_pending(self) -> None:
-        for text in self._pending:
-            self._read(text)
-        self._pending.clear()
-
-    def _read(self, text: str) -> None:
-        self._words.update(_WORD_RE.findall(text.lower()))
-        # Numbers are kept as their digits (set building in C); a refund of -114 in a
-        # ledger is "$114" in a reply, and "1,936" is 1936.
-        found = _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
-        self._numbers.update(found)
-        # Operands of derivations are made floats only when a value needs one.
-        self._recent_digits = (self._recent_digits + found[-_MAX_OPERANDS:])[-_MAX_OPERANDS:]
-        self._recent = None
-        if ":" in text:
-            for m in _TIME_RE.finditer(text):
-                self._times.add(_clock(m))
-        if "m" in text:
-            for m in _HOUR_RE.finditer(text):
-                self._times.add(_clock(m))
+            self._texts.append(text)
 
     def has_word(self, word: str) -> bool:
         """Whether ``word`` (lower-case) occurred as a word in the sources."""
-        if self._pending:
-            self._read_pending()
+        for text in self._texts[self._read_words:]:
+            self._words.update(_WORD_RE.findall(text.lower()))
+        self._read_words = len(self._texts)
         return word in self._words
+
+    def _read_new_numbers(self) -> None:
+        for text in self._texts[self._read_numbers:]:
+            # Numbers are kept as their digits (set building in C); a refund of -114 in a
+            # ledger is "$114" in a reply, and "1,936" is 1936.
+            found = _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
+            self._numbers.update(found)
+            # Operands of derivations are made floats only when a value needs one.
+            self._recent_digits = (self._recent_digits + found[-_MAX_OPERANDS:])[
+                -_MAX_OPERANDS:]
+            self._recent = None
+        self._read_numbers = len(self._texts)
 
     def add_result(self, text: str) -> None:
         """Take a tool result as a source, keeping its money amounts for totals."""
@@ -177,14 +174,17 @@ class Grounds:
 
     def has_time(self, clock: str) -> bool:
         """Whether the clock time ``"HH:MM"`` occurred in the sources."""
-        if self._pending:
-            self._read_pending()
+        for text in self._texts[self._read_times:]:
+            if ":" in text:
+                self._times.update(_clock(m) for m in _TIME_RE.finditer(text))
+            self._times.update(_clock(m) for m in _HOUR_RE.finditer(text))
+        self._read_times = len(self._texts)
         return clock in self._times
 
     def has_number(self, value: float) -> bool:
         """Whether ``value`` (its absolute value) occurred as a number in the sources."""
-        if self._pending:
-            self._read_pending()
+        if self._read_numbers < len(self._texts):
+            self._read_new_numbers()
         return any(form in self._numbers for form in _digit_forms(value))
 
     def derivable(self, value: float, extra: Sequence[float] = (),

@@ -451,3 +451,15 @@ def test_adversarial_input_costs_time_linear_in_its_size(unit: str) -> None:
     small = min(_judge_seconds(unit) for _ in range(3))
     large = min(_judge_seconds(unit * 4) for _ in range(3))
     assert large < 10 * max(small, 0.002), (small, large)
+
+
+def test_a_tool_list_is_read_once_per_object_and_again_when_it_changes() -> None:
+    detector = ConversationDetector()
+    tools = [tool("cancel_reservation")]
+    messages = [user("Cancel it."), said("I've cancelled it.", "cancel_reservation")]
+    assert detector.judge(messages, tools)[0].tiers == ()
+    assert detector.judge(messages, tools)[0].tiers == ()  # the cached reading
+    tools.append(tool("book_reservation"))  # the same list, grown: read again
+    messages[-1] = said("I've booked it.", "book_reservation")
+    assert detector.judge(messages, tools)[0].tiers == ()
+    assert detector.judge(messages, [tool("cancel_reservation")])[0].tiers == (ACTION,)
