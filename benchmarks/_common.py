@@ -38,8 +38,8 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 
-# The real agent data (third-party, never in the repository); tests/support/realdata.py
-# looks in the same places.
+# The real agent data (third-party, never in the repository); the tests find it through
+# this function too (tests/support/realdata.py).
 _WORKPLACE_REALDATA = Path("/work/shared/realdata")
 
 

@@ -4,15 +4,17 @@ The data is third-party and stays outside the repository: ``$GUARDTRACE_REALDATA
 ``shared/realdata`` beside the checkout (``../shared/realdata``), else the workplace's
 ``/work/shared/realdata`` (where a clean clone elsewhere on this machine finds it). A test
 that needs it fails, naming the path, when it is missing: a skip would hide that the
-detectors went unmeasured. ``benchmarks/_common.realdata_dir`` looks in the same places.
+detectors went unmeasured. The rule lives in ``benchmarks/_common.realdata_dir``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
-import os
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,16 +22,23 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-_WORKPLACE_REALDATA = Path("/work/shared/realdata")
+@functools.cache
+def _benchmarks_common() -> ModuleType:
+    # benchmarks/ is not a package; its _common module holds the one rule for where the
+    # real data is, for the benchmarks and these tests alike.
+    spec = importlib.util.spec_from_file_location("guardtrace_benchmarks_common",
+                                                  REPO / "benchmarks" / "_common.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def realdata_dir() -> Path:
     """``$GUARDTRACE_REALDATA``, else ``<repo>/../shared/realdata`` if it exists, else
-    ``/work/shared/realdata``."""
-    if os.environ.get("GUARDTRACE_REALDATA"):
-        return Path(os.environ["GUARDTRACE_REALDATA"])
-    beside = REPO.parent / "shared" / "realdata"
-    return beside if beside.is_dir() or not _WORKPLACE_REALDATA.is_dir() else _WORKPLACE_REALDATA
+    ``/work/shared/realdata`` (``benchmarks/_common.realdata_dir``)."""
+    return _benchmarks_common().realdata_dir()
 
 
 def data_file(name: str) -> Path:

@@ -14,12 +14,11 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.realdata import realdata_dir
+from tests.support.realdata import data_file
 
 from guardtrace.collectors.plan_validation import PlanErrorType, PlanIssue, validate_plan
 from guardtrace.collectors.tool_catalog import read_tool_specs
@@ -27,16 +26,8 @@ from guardtrace.collectors.tool_catalog import read_tool_specs
 _POSITIONAL = "_positional"  # the converter's key for positional (unnamed) arguments
 
 
-def _data_file(name: str) -> Path:
-    path = realdata_dir() / name
-    if not path.is_file():
-        pytest.fail(f"real agent data missing: {path} (set GUARDTRACE_REALDATA to the folder "
-                    f"holding {name})")
-    return path
-
-
 def _bfcl_lines() -> Iterator[dict[str, Any]]:
-    with gzip.open(_data_file("bfcl.jsonl.gz"), "rt", encoding="utf-8") as lines:
+    with gzip.open(data_file("bfcl.jsonl.gz"), "rt", encoding="utf-8") as lines:
         for line in lines:
             yield json.loads(line)
 
@@ -250,7 +241,7 @@ def test_dev_conversation_tool_lists_read_whole():
     """Every tool list of the dev conversations reads, one spec per definition, with the
     declared kinds the data carries."""
     kinds = {"read": 0, "write": 0}
-    with _data_file("conversations.jsonl").open(encoding="utf-8") as lines:
+    with data_file("conversations.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             conv = json.loads(line)
             for key in ("tools", "user_tools"):

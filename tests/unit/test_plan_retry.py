@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.telemetry import ExplodingTelemetry
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plan_retry import (
     GeneratedPlan,
@@ -20,7 +21,6 @@ from guardtrace.collectors.plan_retry import (
     PlanRetryConfig,
     generate_validated_plan,
 )
-from guardtrace.collectors.telemetry import GuardTelemetry
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 
@@ -448,22 +448,6 @@ def test_failing_payload_sink_does_not_break_the_loop(monkeypatch):
     assert out.retries_used == 1
     assert cap.payloads == []
     assert len(cap.events(names.EVENT_HALLUCINATION_RECOVERED)) == 1
-
-
-class ExplodingTelemetry(GuardTelemetry):
-    """A telemetry backend where every emission fails."""
-
-    def event(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("span exporter exploded")
-
-    def count(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("meter exploded")
-
-    def log(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("logger exploded")
-
-    def payload(self, *args: Any, **kwargs: Any) -> bool:
-        raise RuntimeError("sink exploded")
 
 
 def test_telemetry_that_raises_never_changes_the_outcome():

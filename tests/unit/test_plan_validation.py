@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.telemetry import ExplodingTelemetry
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plan_validation import (
     AllowedTools,
@@ -23,7 +24,6 @@ from guardtrace.collectors.plan_validation import (
     suggest_tools,
     validate_plan,
 )
-from guardtrace.collectors.telemetry import GuardTelemetry
 from guardtrace.collectors.testing import capture
 from guardtrace.collectors.tool_suggestions import ABSTENTION, classify_unknown_name
 from guardtrace.schemas import names
@@ -806,19 +806,8 @@ def test_validate_plan_uses_the_current_trace_id_when_given_no_request_id():
     assert len(ids) == 2 and all(len(i) == 32 for i in ids)
 
 
-class _ExplodingTelemetry(GuardTelemetry):
-    def event(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("span exporter exploded")
-
-    def count(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("meter exploded")
-
-    def log(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("logger exploded")
-
-
 def test_failing_telemetry_never_changes_the_result():
-    telemetry = _ExplodingTelemetry(names.MODULE_PLANNING, "hallucination_detection")
+    telemetry = ExplodingTelemetry(names.MODULE_PLANNING, "hallucination_detection")
     result = validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, telemetry=telemetry)
     assert result.hallucinated_names == ("get_wether",)
 
