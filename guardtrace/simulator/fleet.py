@@ -86,6 +86,7 @@ class Scenario(enum.StrEnum):
     REPLY_ACTION = "reply_action"
     REPLY_READ = "reply_read"
     REPLY_REPETITION = "reply_repetition"
+    REPLY_TEXT_TOOL_CALL = "reply_text_tool_call"
     REPLY_TRUTHFUL = "reply_truthful"
     QUESTION_VERIFIED = "question_verified"
     QUESTION_NUDGED = "question_nudged"
@@ -101,7 +102,8 @@ SCENARIO_WEIGHTS: dict[Scenario, float] = {
     Scenario.REPLY_ACTION: 0.08,
     Scenario.REPLY_READ: 0.06,
     Scenario.REPLY_REPETITION: 0.06,
-    Scenario.REPLY_TRUTHFUL: 0.16,
+    Scenario.REPLY_TEXT_TOOL_CALL: 0.03,
+    Scenario.REPLY_TRUTHFUL: 0.13,
     Scenario.QUESTION_VERIFIED: 0.07,
     Scenario.QUESTION_NUDGED: 0.07,
     Scenario.QUESTION_BYPASSED: 0.04,
@@ -348,6 +350,9 @@ class Fleet:
             reply = texts.read_reply(rng)
             if neutral and rng.random() < 0.5:
                 tools = (rng.choice(neutral),)
+        elif scenario is Scenario.REPLY_TEXT_TOOL_CALL:
+            # The call is typed into the reply instead of made: nothing runs.
+            reply = texts.typed_tool_call(rng, rng.choice(agent.tools)[0])
         elif scenario is Scenario.REPLY_REPETITION:
             # A loop says the same again with nothing new: no tool ran since.
             channel, earlier, _ = self._last_quiet[agent.name]

@@ -30,6 +30,7 @@ __all__ = [
     "repeat_of",
     "secret",
     "statement",
+    "typed_tool_call",
     "verified_answer",
     "wrong_answer",
 ]
@@ -174,6 +175,12 @@ def action_reply(rng: random.Random, with_secret: bool) -> str:
 def read_reply(rng: random.Random) -> str:
     """A reply narrating reading (fabricated when no read tool fired)."""
     return f"{_fill(rng, rng.choice(_READ_CLAIMS))} {_fill(rng, rng.choice(_FACTS))}"
+
+
+def typed_tool_call(rng: random.Random, tool: str) -> str:
+    """A tool call written out as text, as models do that lose their tool interface."""
+    body = '{"name": "%s", "arguments": {"id": "%d"}}' % (tool, rng.randint(1000, 99999))
+    return rng.choice((f"<tool_call>{body}</tool_call>", f"```json\n{body}\n```", body))
 
 
 def repeat_of(rng: random.Random, earlier: str) -> str:

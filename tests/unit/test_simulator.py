@@ -185,7 +185,7 @@ def test_reply_guards_use_fleet_agents_and_modules(run: Run) -> None:
         assert re.fullmatch(r"agent-\d\d", attrs[names.ATTR_AGENT])
         assert attrs[names.ATTR_MODULE] in ("travel", "support")
         assert attrs[names.ATTR_TIER] in (names.TIER_ACTION, names.TIER_READ,
-                                          names.TIER_REPETITION)
+                                          names.TIER_TEXT_TOOL_CALL, names.TIER_REPETITION)
 
 
 def test_payload_sizes_are_realistic(run: Run) -> None:
