@@ -222,6 +222,12 @@ class Conversation:
     _turn_start: tuple[int, ...] = field(default=(), repr=False)
     _turn_end: tuple[int, ...] = field(default=(), repr=False)
     _results: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+    _answers: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
+
+    def call_answered(self, position: int) -> ToolCall | None:
+        """The call the tool result at ``position`` answers, if it is matched to one."""
+        found = self._answers.get(position)
+        return None if found is None else self.messages[found[0]].calls[found[1]]
 
     def result_of(self, position: int, call_number: int) -> Message | None:
         """The tool result of the ``call_number``-th call of the message at ``position``
@@ -284,8 +290,10 @@ def read_conversation(messages: Sequence[Any], tool_names: Sequence[str] | froze
         ends[position] = end
         if read[position].starts_turn:
             end = position
+    results = _match_results(read)
+    answers = {result: call for call, result in results.items()}
     return Conversation(tuple(read), frozenset(tool_names), tuple(starts), tuple(ends),
-                        _match_results(read))
+                        results, answers)
 
 
 def _match_results(read: Sequence[Message]) -> dict[tuple[int, int], int]:

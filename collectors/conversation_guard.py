@@ -28,7 +28,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from guardtrace.collectors.claim_backing import ClaimMatcher
@@ -61,6 +61,8 @@ CONVERSATION_TIERS: tuple[str, ...] = (
 
 _MAX_EVIDENCE = 3
 _CACHED_CATALOGS = 16
+# Money amounts of writes' results kept for the outcome check, per turn and before it.
+_MAX_WRITE_AMOUNTS = 64
 # A reply is read at its first 32 KB and last 8 KB, a source message (a tool result, the
 # system prompt) at its first 256 KB. No real reply is that long; the guards run on the
 # agent's thread, and the bound keeps any input, however crafted, under a fixed cost.
@@ -197,18 +199,27 @@ class ConversationDetector:
         run = self.tiers if tiers is None else self.tiers & frozenset(tiers)
         grounds = Grounds()
         since_result: list[tuple[int, str, frozenset[str] | None]] = []
-        results_seen: set[str] = set()
+        results_seen: set[int] = set()
+        # Per turn, read once however long the conversation: the names of the calls of
+        # the turn and of all turns before it, and the money the turn's writes returned.
+        turn = _TurnState()
         verdicts: list[ReplyVerdict] = []
         for position, message in enumerate(conv.messages):
+            if conv.turn_bounds(position)[0] != turn.start:
+                turn = turn.next(conv, position)
             if message.role in ("system", "user", "tool"):
                 if message.role == "tool":
                     # Only a new result is progress: the same error again, or the
                     # empty result of a scratchpad tool, is not.
                     result = message.text.strip()
-                    if result and result not in results_seen:
+                    if result and hash(result) not in results_seen:
                         since_result.clear()
-                        results_seen.add(result)
+                        results_seen.add(hash(result))
                     grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
+                    call = conv.call_answered(position)
+                    if call is not None and WRITE in (catalog.kinds.of(call.name) or ()):
+                        turn.write_amounts = (turn.write_amounts + result_amounts(
+                            message.text[:_MAX_SOURCE_CHARS]))[-_MAX_WRITE_AMOUNTS:]
                 else:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
                 continue
@@ -216,7 +227,7 @@ class ConversationDetector:
                 continue
             if wanted is None or message.index in wanted:
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
-                                            run))
+                                            run, turn))
             if message.calls:
                 since_result.clear()
             else:
@@ -225,16 +236,14 @@ class ConversationDetector:
 
     def _judge(self, conv: Conversation, catalog: _Catalog, position: int, grounds: Grounds,
                since_result: list[tuple[int, str, frozenset[str] | None]],
-               run: frozenset[str]) -> ReplyVerdict:
+               run: frozenset[str], turn: _TurnState) -> ReplyVerdict:
         message = conv.messages[position]
         text = _bounded(message.text)
-        start, end = conv.turn_bounds(position)
-        turn_calls = [c.name for _, c in conv.agent_calls(start, end)]
+        turn_calls = turn.calls
         findings: list[Finding] = []
         if run & {names.TIER_ACTION, names.TIER_READ}:
-            earlier_calls = [c.name for _, c in conv.agent_calls(0, start)]
             findings += [f for f in self._claims(text, catalog, turn_calls,
-                                                 earlier_calls) if f.tier in run]
+                                                 turn.earlier_calls) if f.tier in run]
         if names.TIER_TEXT_TOOL_CALL in run:
             called = {c.name for c in message.calls}
             typed = [t for t in find_text_tool_calls(text, catalog.names)
@@ -245,9 +254,8 @@ class ConversationDetector:
         if names.TIER_UNGROUNDED_RESULT in run:
             values = find_ungrounded(text, grounds,
                                      ignore=(n.lower() for n in catalog.names))
-            values += find_misreported_outcomes(
-                text, self._write_amounts(conv, catalog, start, position),
-                self._write_amounts(conv, catalog, 0, start))
+            values += find_misreported_outcomes(text, turn.write_amounts,
+                                                turn.earlier_write_amounts)
             if values:
                 findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
                                         ", ".join(v.text for v in values[:_MAX_EVIDENCE])))
@@ -281,26 +289,8 @@ class ConversationDetector:
         return catalog
 
     @staticmethod
-    def _write_amounts(conv: Conversation, catalog: _Catalog, start: int,
-                       position: int) -> list[float]:
-        """Money amounts in the results of the writes made in ``[start, position]``."""
-        amounts: list[float] = []
-        for p in range(start, position + 1):
-            message = conv.messages[p]
-            if message.role != "assistant":
-                continue
-            for n, call in enumerate(message.calls):
-                kinds = catalog.kinds.of(call.name)
-                if not conv.ran(call) or kinds is None or WRITE not in kinds:
-                    continue
-                result = conv.result_of(p, n)
-                if result is not None and result.index < conv.messages[position].index:
-                    amounts += result_amounts(result.text)
-        return amounts
-
-    @staticmethod
-    def _claims(text: str, catalog: _Catalog, turn_calls: list[str],
-                earlier_calls: list[str]) -> list[Finding]:
+    def _claims(text: str, catalog: _Catalog, turn_calls: Sequence[str],
+                earlier_calls: Sequence[str]) -> list[Finding]:
         unbacked: dict[str, list[str]] = {}
         for claim in find_claims(text):
             if catalog.matcher.backed(claim, turn_calls):
@@ -312,6 +302,27 @@ class ConversationDetector:
             unbacked.setdefault(tier, []).append(claim.phrase)
         return [Finding(tier, "; ".join(dict.fromkeys(phrases[:_MAX_EVIDENCE])))
                 for tier, phrases in unbacked.items()]
+
+
+@dataclass
+class _TurnState:
+    """What the replies of one turn are judged against, built once per turn."""
+
+    start: int = -1
+    calls: tuple[str, ...] = ()
+    earlier_calls: tuple[str, ...] = ()
+    write_amounts: list[float] = field(default_factory=list)
+    earlier_write_amounts: list[float] = field(default_factory=list)
+
+    def next(self, conv: Conversation, position: int) -> _TurnState:
+        """The state of the turn that starts at ``position``."""
+        start, end = conv.turn_bounds(position)
+        return _TurnState(
+            start=start,
+            calls=tuple(dict.fromkeys(c.name for _, c in conv.agent_calls(start, end))),
+            earlier_calls=tuple(dict.fromkeys((*self.earlier_calls, *self.calls))),
+            earlier_write_amounts=(self.earlier_write_amounts
+                                   + self.write_amounts)[-_MAX_WRITE_AMOUNTS:])
 
 
 @functools.cache

@@ -344,15 +344,18 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
     """
     if not amounts:
         return []
+    reports = [sentence for _, sentence in _sentences(reply) if _OUTCOME_RE.search(sentence)]
+    if not reports:
+        return []
     keys = {_key(abs(a)) for a in (*amounts, *earlier)}
     positive = {_key(a) for a in (*amounts, *earlier) if a > 0}
     values = [abs(a) for a in amounts]
     totals = _subset_sums(values)
     out: dict[str, UngroundedValue] = {}
     examined = 0
-    for _, sentence in _sentences(reply):
-        if examined >= _MAX_VALUES or not _OUTCOME_RE.search(sentence):
-            continue
+    for sentence in reports:
+        if examined >= _MAX_VALUES:
+            break
         per_unit = bool(_PER_UNIT_RE.search(sentence))
         for m in itertools.islice(_MONEY_RE.finditer(sentence), _MAX_VALUES - examined):
             examined += 1
@@ -378,7 +381,7 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
 
 def _subset_sums(values: Sequence[float]) -> set[int]:
     sums: set[int] = {0}
-    for x in values[:_MAX_SUBSET_TERMS]:
+    for x in values[-_MAX_SUBSET_TERMS:]:  # the latest: a total follows its terms
         sums |= {s + _key(x) for s in sums if len(sums) < _MAX_SUBSET_SUMS}
     return sums
 

@@ -463,3 +463,26 @@ def test_a_tool_list_is_read_once_per_object_and_again_when_it_changes() -> None
     messages[-1] = said("I've booked it.", "book_reservation")
     assert detector.judge(messages, tools)[0].tiers == ()
     assert detector.judge(messages, [tool("cancel_reservation")])[0].tiers == (ACTION,)
+
+
+def _steps(count: int) -> list[dict[str, Any]]:
+    # One long turn, as a coding agent's run is: a claim, a call and a result per step.
+    messages = [user("Fix the failing test.")]
+    for i in range(count):
+        messages += [said(f"Let me update line {i} of app.py.", ("update_reservation_flights",
+                                                                   {"line": i})),
+                     result("update_reservation_flights", {"line": i, "price": i})]
+    return messages
+
+
+def test_a_long_conversation_costs_time_linear_in_its_length() -> None:
+    small, large = _steps(300), _steps(1200)
+    best = [min(_timed(lambda m=m: judge_conversation(m, AIRLINE)) for _ in range(3))
+            for m in (small, large)]
+    assert best[1] < 10 * max(best[0], 0.002), best
+
+
+def _timed(call: Any) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
