@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.verbs import EXECUTE_TOOL_WORDS, READ, WRITE, verb_kind
@@ -99,24 +98,6 @@ def kind_from_text(name: str, description: str = "") -> frozenset[str] | None:
     return None
 
 
-def _declared(tool: Any) -> str | None:
-    get = tool.get if isinstance(tool, Mapping) else (lambda k: getattr(tool, k, None))
-    kind = get("x-guardtrace-kind")
-    if kind is None and isinstance(get("function"), Mapping):
-        kind = get("function").get("x-guardtrace-kind")
-    if isinstance(kind, str) and kind.lower() in (READ, WRITE):
-        return kind.lower()
-    annotations = get("annotations")
-    if annotations is not None:
-        aget = (annotations.get if isinstance(annotations, Mapping)
-                else (lambda k: getattr(annotations, k, None)))
-        if aget("readOnlyHint") is True:
-            return READ
-        if aget("destructiveHint") is True or aget("readOnlyHint") is False:
-            return WRITE
-    return None
-
-
 @dataclass(frozen=True)
 class ToolKinds:
     """Kinds of the tools of one catalog, by name.
@@ -174,5 +155,3 @@ def _override(name: str, value: str | Iterable[str]) -> frozenset[str]:
                                   f"or 'none', got {item!r}")
     return frozenset(out)
 
-
-declared_kind = _declared
