@@ -59,6 +59,7 @@ CONVERSATION_TIERS: tuple[str, ...] = (
     names.TIER_ACTION, names.TIER_READ, names.TIER_TEXT_TOOL_CALL,
     names.TIER_UNGROUNDED_RESULT, names.TIER_REPETITION)
 
+_TIER_ORDER = {tier: i for i, tier in enumerate(CONVERSATION_TIERS)}
 _MAX_EVIDENCE = 3
 _CACHED_CATALOGS = 16
 # Money amounts of writes' results kept for the outcome check, per turn and before it.
@@ -217,7 +218,8 @@ class ConversationDetector:
                         results_seen.add(hash(result))
                     grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
                     call = conv.call_answered(position)
-                    if call is not None and WRITE in (catalog.kinds.of(call.name) or ()):
+                    if (call is not None and conv.ran(call)
+                            and WRITE in (catalog.kinds.of(call.name) or ())):
                         turn.write_amounts = (turn.write_amounts + result_amounts(
                             message.text[:_MAX_SOURCE_CHARS]))[-_MAX_WRITE_AMOUNTS:]
                 else:
@@ -266,8 +268,7 @@ class ConversationDetector:
             if loop is not None:
                 findings.append(Finding(names.TIER_REPETITION, loop.excerpt))
                 similarity, repeats = round(loop.similarity, 4), loop.earlier_index
-        order = {t: i for i, t in enumerate(CONVERSATION_TIERS)}
-        findings.sort(key=lambda f: order[f.tier])
+        findings.sort(key=lambda f: _TIER_ORDER[f.tier])
         return ReplyVerdict(message.index, message.text, tuple(f.tier for f in findings),
                             tuple(findings),
                             tuple(dict.fromkeys(turn_calls)), similarity, repeats)

@@ -486,3 +486,17 @@ def _timed(call: Any) -> float:
     started = time.perf_counter()
     call()
     return time.perf_counter() - started
+
+
+def test_the_result_of_a_call_that_never_ran_is_no_write_outcome() -> None:
+    # A name the catalog lacks never ran: whatever came back is no write's result, so a
+    # refund in it does not make "$114 charged" a misreported outcome.
+    refund = {"payment_history": [{"payment_id": "gc_1", "amount": -114}]}
+    reply = said("The additional cost of $114 has been charged.")
+    ran = [user("Downgrade me."), called("update_reservation_flights"),
+           result("update_reservation_flights", refund), reply]
+    assert tiers_of(ran) == (UNGROUNDED,)
+    never_ran = [user("Downgrade me."), called("update_booking_v2"),
+                 result("update_booking_v2", refund), reply]
+    # (The claim of a charge with no write behind it is an action claim, as it should be.)
+    assert tiers_of(never_ran) == (ACTION,)
