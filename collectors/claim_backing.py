@@ -84,10 +84,6 @@ class ClaimMatcher:
             self._words[name] = frozenset(w for w in name_words(name)
                                           if w not in _GENERIC_WORDS and len(w) > 2)
 
-    def _fits(self, name: str, kind: str) -> bool:
-        found = self.kinds.of(name)
-        return found is None or kind in found
-
     def _matched(self, name: str, words: set[str]) -> frozenset[str]:
         tool_words = self._words.get(name)
         if tool_words is None:
@@ -97,6 +93,7 @@ class ClaimMatcher:
     def backed(self, claim: Claim, calls: Sequence[str]) -> bool:
         """Whether one of the ``calls`` (tool names that ran) backs ``claim``."""
         fitting: list[str] = []
+        words = _claim_words(claim)
         for name in dict.fromkeys(calls):
             kinds = self.kinds.of(name)
             if kinds is None or kinds == BOTH:
@@ -104,7 +101,7 @@ class ClaimMatcher:
             if claim.kind in kinds:
                 fitting.append(name)
             elif claim.kind == READ and WRITE in kinds and self._matched(
-                    name, _claim_words(claim)) - _verbs_of(name):
+                    name, words) - _verbs_of(name):
                 return True  # a write that returns the record the claim is about
             elif (claim.kind == READ and not kinds and not claim.fresh
                   and claim.verb in _REASONING_READS and _REASONING_TOOL_WORDS & set(
@@ -117,11 +114,10 @@ class ClaimMatcher:
             # come from the user's record, the lines from the customer's. Any read backs
             # a read claim.
             return True
-        words = _claim_words(claim)
         matched = {name: self._matched(name, words) for name in fitting}
         called_words = frozenset().union(*matched.values())
         for other in self._words:
-            if other in matched or not self._fits(other, claim.kind):
+            if other in matched or not self.kinds.backs(other, claim.kind):
                 continue
             other_words = self._matched(other, words)
             if other_words - called_words and not any(m - other_words

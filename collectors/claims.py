@@ -12,8 +12,9 @@ its time (``done``/``now``) and the words around it, so the detector can match t
 to the calls that ran. Offers, conditions on the user, negations, plans followed by a
 question to the user, and text in quotes or code are dropped here.
 
-Every pattern is a single pass over one sentence with bounded repetition, so the cost is
-linear in the reply.
+Each pattern runs once over the whole reply (tried only where its start literal occurs,
+and skipped when a word it needs is absent), with bounded repetition; a match is then
+judged within its sentence, in windows of bounded size. The cost is linear in the reply.
 """
 
 from __future__ import annotations
@@ -132,9 +133,6 @@ _FRESH_RE = re.compile(r"\b(?:again|re-?(?:checked|checking|check|reviewed|verif
                        r"double[- ]?check\w*|once\s+more|just\s+now|a\s+second\s+time|"
                        r"further|another\s+look|re-?ran|re-?run|too|also|as\s+well)\b",
                        re.IGNORECASE)
-# A claim that says the work was done before ("as I mentioned, I've already ...").
-_EARLIER_RE = re.compile(r"\b(?:already|previously|earlier|before|as\s+(?:i\s+)?"
-                         r"mentioned|as\s+noted)\b", re.IGNORECASE)
 
 _ADV = (r"(?:\s+(?:just|now|already|also|successfully|finally|then|first|quickly|"
         r"previously|recently|actually|thoroughly|carefully|since|all|both|fully|"
@@ -155,9 +153,7 @@ class Claim:
         phrase: The words that make the claim, as written.
         sentence: The claim's sentence, lower-cased (its objects are in it); for a very
             long sentence, the words around the claim.
-        fresh: The claim says the work is new ("again", "double-checked").
-        earlier: The claim says the work was done before ("already", "as mentioned").
-        position: Character offset of the sentence in the reply.
+        fresh: The claim says the work is new ("again", "double-checked", "too").
     """
 
     kind: str
@@ -166,8 +162,6 @@ class Claim:
     phrase: str
     sentence: str
     fresh: bool = False
-    earlier: bool = False
-    position: int = 0
 
 
 # What follows the verb can show the words are not a claim of tool work:
@@ -305,14 +299,18 @@ def _lexicon() -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]],
         past[phrase_past] = (WRITE, verb)
         ing[phrase_ing] = (WRITE, verb)
     for phrase in _PHRASAL_READ:
-        base[phrase] = (READ, "look" if "look" in phrase else phrase.split()[0])
-    for phrase in _PHRASAL_READ_DONE:
-        past[phrase] = (READ, "check" if "check" in phrase else "look")
-    for phrase in _PHRASAL_READ_NOW:
-        ing[phrase] = (READ, "check" if "check" in phrase else "look")
-    for phrase in ("double-check", "double check", "re-check", "cross-check"):
-        base[phrase] = (READ, "check")
+        base[phrase] = (READ, _phrasal_read_lemma(phrase, phrase.split()[0]))
+    for table, phrases in ((past, _PHRASAL_READ_DONE), (ing, _PHRASAL_READ_NOW)):
+        for phrase in phrases:
+            table[phrase] = (READ, _phrasal_read_lemma(phrase, "look"))
     return base, past, ing
+
+
+def _phrasal_read_lemma(phrase: str, default: str) -> str:
+    # "double-checked" is checking, "took a look" looking.
+    if "check" in phrase:
+        return "check"
+    return "look" if "look" in phrase else default
 
 
 def _norm(form: str) -> str:
@@ -398,7 +396,6 @@ def _patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
 
 
 def _lookup(form: str, which: str) -> tuple[str, str] | None:
-    base, past, ing = _lexicon()
     key = _norm(form)
     if which == "work":
         return WRITE, key.split()[0]
@@ -458,9 +455,9 @@ class _Relative:
 
     __slots__ = ("_match", "_offset", "string")
 
-    def __init__(self, match: re.Match[str], offset: int) -> None:
+    def __init__(self, match: re.Match[str], offset: int, sentence: str) -> None:
         self._match, self._offset = match, offset
-        self.string = match.string[offset:]
+        self.string = sentence
 
     def group(self, name: str | int = 0) -> str:
         return self._match.group(name)
@@ -494,19 +491,18 @@ def find_claims(reply: str) -> list[Claim]:
     """
     text = mask_quoted(reply)
     parts = sentences(text)
-    # A plan followed by a question or a request to the user waits for the user.
+    # A question or a request to the user claims nothing, and a plan followed by one
+    # waits for the user.
+    asks = [sentence.rstrip().endswith("?") or bool(_REQUEST_RE.search(sentence))
+            for _, sentence in parts]
     questions_after = [False] * len(parts)
-    seen_question = False
-    for i in range(len(parts) - 1, -1, -1):
-        questions_after[i] = seen_question
-        if parts[i][1].rstrip().endswith("?") or _REQUEST_RE.search(parts[i][1]):
-            seen_question = True
+    for i in range(len(parts) - 2, -1, -1):
+        questions_after[i] = questions_after[i + 1] or asks[i + 1]
     claims: list[Claim] = []
     claim_spans: list[tuple[int, int]] = []
     starts = [offset for offset, _ in parts]
-    lowered_parts: dict[int, str | None] = {}
-    conditional = functools.lru_cache(maxsize=None)(
-        lambda i, low: bool(_CONDITIONAL_RE.search(low)))
+    lowered_parts: dict[int, str] = {}
+    conditional: dict[int, bool] = {}
     # Each pattern runs once over the whole reply (a scan per sentence would cost a call
     # per sentence and pattern); a match is then judged within its sentence.
     lowered_text = " ".join(text.lower().split())  # "I  am" is "i am" to the prefilter
@@ -523,15 +519,12 @@ def find_claims(reply: str) -> list[Claim]:
             offset, sentence = parts[i]
             if whole.end() > offset + len(sentence):
                 continue  # the match runs into the next sentence
-            if i not in lowered_parts:
-                low = sentence.lower()
-                # A question or a request to the user claims nothing.
-                lowered_parts[i] = None if (low.rstrip().endswith("?")
-                                            or _REQUEST_RE.search(low)) else low
-            lowered = lowered_parts[i]
-            if lowered is None or len(claims) >= _MAX_CLAIMS:
+            if asks[i] or len(claims) >= _MAX_CLAIMS:
                 continue
-            match = _Relative(whole, offset)
+            lowered = lowered_parts.get(i)
+            if lowered is None:
+                lowered = lowered_parts[i] = sentence.lower()
+            match = _Relative(whole, offset, sentence)
             form = match.group("n") if which == "noun" else match.group("v")
             found = _lookup(form, which)
             if found is None:
@@ -561,17 +554,17 @@ def find_claims(reply: str) -> list[Claim]:
             if kind == READ and _NO_TOOL_READ_RE.search(
                     lowered[match.start():match.end() + _WINDOW]):
                 continue
-            if time == NOW and (conditional(i, lowered) or ":" in after
-                                or questions_after[i]):
-                continue
+            if time == NOW:
+                if i not in conditional:
+                    conditional[i] = bool(_CONDITIONAL_RE.search(lowered))
+                if conditional[i] or ":" in after or questions_after[i]:
+                    continue
             claim_spans.append((offset + match.start(), offset + match.end()))
             # The claim's own words: its sentence, or a window of a very long one.
             context = lowered[max(0, match.start() - _WINDOW):match.end() + _WINDOW]
-            claims.append(Claim(
-                kind=kind, time=time, verb=verb,
-                phrase=" ".join(match.group().split()), sentence=context,
-                fresh=bool(_FRESH_RE.search(context)),
-                earlier=bool(_EARLIER_RE.search(context)), position=offset))
+            claims.append(Claim(kind=kind, time=time, verb=verb,
+                                phrase=" ".join(match.group().split()), sentence=context,
+                                fresh=bool(_FRESH_RE.search(context))))
     # Overlapping matches of one claim ("I'm kicking off the build" is a work phrase and a
     # phrasal verb): the shortest, earliest speaks for it. Then reading order.
     kept: list[Claim] = []

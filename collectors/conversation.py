@@ -221,23 +221,16 @@ class Conversation:
     tool_names: frozenset[str] = frozenset()
     _turn_start: tuple[int, ...] = field(default=(), repr=False)
     _turn_end: tuple[int, ...] = field(default=(), repr=False)
-    _results: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
     _answers: dict[int, tuple[int, int]] = field(default_factory=dict, repr=False)
+
+    def ran(self, call: ToolCall) -> bool:
+        """Whether a requested call ran: its name is in the catalog (or no catalog)."""
+        return not self.tool_names or call.name in self.tool_names
 
     def call_answered(self, position: int) -> ToolCall | None:
         """The call the tool result at ``position`` answers, if it is matched to one."""
         found = self._answers.get(position)
         return None if found is None else self.messages[found[0]].calls[found[1]]
-
-    def result_of(self, position: int, call_number: int) -> Message | None:
-        """The tool result of the ``call_number``-th call of the message at ``position``
-        (matched by call id, or, for shapes without ids, by order), if there is one."""
-        found = self._results.get((position, call_number))
-        return None if found is None else self.messages[found]
-
-    def ran(self, call: ToolCall) -> bool:
-        """Whether a requested call ran: its name is in the catalog (or no catalog)."""
-        return not self.tool_names or call.name in self.tool_names
 
     def turn_bounds(self, position: int) -> tuple[int, int]:
         """``[start, end)`` positions of the turn holding the message at ``position``."""
@@ -290,17 +283,17 @@ def read_conversation(messages: Sequence[Any], tool_names: Sequence[str] | froze
         ends[position] = end
         if read[position].starts_turn:
             end = position
-    results = _match_results(read)
-    answers = {result: call for call, result in results.items()}
     return Conversation(tuple(read), frozenset(tool_names), tuple(starts), tuple(ends),
-                        results, answers)
+                        _match_results(read))
 
 
-def _match_results(read: Sequence[Message]) -> dict[tuple[int, int], int]:
-    # A result answers the call with its id; results without ids answer the calls of the
-    # last assistant message in order.
+def _match_results(read: Sequence[Message]) -> dict[int, tuple[int, int]]:
+    """Result position -> (position, number) of the call it answers. A result answers the
+    call with its id; results without ids answer the calls of the last assistant message
+    in order."""
     by_id: dict[str, tuple[int, int]] = {}
-    out: dict[tuple[int, int], int] = {}
+    out: dict[int, tuple[int, int]] = {}
+    answered: set[tuple[int, int]] = set()
     pending: list[tuple[int, int]] = []
     for position, message in enumerate(read):
         if message.role == "assistant" and message.calls:
@@ -313,7 +306,9 @@ def _match_results(read: Sequence[Message]) -> dict[tuple[int, int], int]:
             if not matched and pending:
                 matched = [pending[0]]
             for key in matched:
-                out.setdefault(key, position)
+                if key not in answered:  # a call's first result answers it
+                    answered.add(key)
+                    out[position] = key
                 if key in pending:
                     pending.remove(key)
     return out

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from guardtrace.collectors.claims import sentences as _split_sentences
+from guardtrace.collectors.claims import sentences
 
 __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungrounded",
            "result_amounts"]
@@ -32,7 +32,6 @@ __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungr
 _AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 _MONEY_RE = re.compile(rf"(?:[$€£]|\bUSD ?)\s?(?P<n>{_AMOUNT})"
                        rf"|(?P<m>{_AMOUNT})\s?(?:dollars|USD|usd)\b")
-_NUMBER_RE = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\w)|(?<![\w])-?\d+(?:\.\d+)?")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 # Digits of a number in a source, after thousands separators are dropped ("1,936").
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -344,7 +343,7 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
     """
     if not amounts:
         return []
-    reports = [sentence for _, sentence in _sentences(reply) if _OUTCOME_RE.search(sentence)]
+    reports = [sentence for _, sentence in sentences(reply) if _OUTCOME_RE.search(sentence)]
     if not reports:
         return []
     keys = {_key(abs(a)) for a in (*amounts, *earlier)}
@@ -386,5 +385,3 @@ def _subset_sums(values: Sequence[float]) -> set[int]:
     return sums
 
 
-def _sentences(text: str) -> list[tuple[int, str]]:
-    return _split_sentences(text)

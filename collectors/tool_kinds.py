@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.verbs import EXECUTE_TOOL_WORDS, READ, WRITE, verb_kind
+from guardtrace.collectors.verbs import NEUTRAL as NEUTRAL_KIND
 
 __all__ = ["BOTH", "NEUTRAL", "ToolKinds", "kind_from_text", "name_words"]
 
@@ -66,7 +67,7 @@ def _kinds_of(kind: str | None) -> frozenset[str] | None:
         return frozenset({READ})
     if kind == WRITE:
         return frozenset({WRITE})
-    if kind == "neutral":
+    if kind == NEUTRAL_KIND:
         return NEUTRAL
     return None
 

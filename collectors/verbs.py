@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXECUTE_TOOL_WORDS", "NEUTRAL_VERBS", "READ", "READ_VERBS", "WRITE", "WRITE_VERBS",
-           "inflections", "verb_kind"]
+__all__ = ["EXECUTE_TOOL_WORDS", "NEUTRAL", "NEUTRAL_VERBS", "READ", "READ_VERBS", "WRITE",
+           "WRITE_VERBS", "ing_forms", "past_forms", "verb_kind"]
 
 READ: Final = "read"
 WRITE: Final = "write"
+# The kind of a verb (and a tool) that neither reads nor writes: calculate, think.
+NEUTRAL: Final = "neutral"
 
 # Verbs that change something (or run something) in the world.
 WRITE_VERBS: Final = frozenset({
@@ -96,32 +98,22 @@ _IRREGULAR: Final = {
 _VARIANTS: Final = {"cancel": ("canceled", "canceling"), "refuel": ("refuelled", "refuelling")}
 
 
-def inflections(verb: str) -> tuple[str, str, str, str]:
-    """``(base, third person, past participle, -ing)`` of a verb, plus nothing else.
-
-    The simple past equals the participle for every regular verb; irregular pasts that
-    differ ("wrote") are in :func:`past_forms`.
-    """
+def _participle_and_ing(verb: str) -> tuple[str, str]:
+    """The past participle and the -ing form of ``verb``. The simple past equals the
+    participle for every regular verb; irregular pasts that differ ("wrote") are added in
+    :func:`past_forms`."""
     if verb in _IRREGULAR:
-        _past, participle, ing = _IRREGULAR[verb]
-    elif verb.endswith("e"):
-        participle, ing = verb + "d", verb[:-1] + "ing"
-    elif verb.endswith("y") and verb[-2:-1] not in "aeiou":
-        participle, ing = verb[:-1] + "ied", verb + "ing"
-    else:
-        participle, ing = verb + "ed", verb + "ing"
-    if verb.endswith(("s", "sh", "ch", "x", "z")):
-        third = verb + "es"
-    elif verb.endswith("y") and verb[-2:-1] not in "aeiou":
-        third = verb[:-1] + "ies"
-    else:
-        third = verb + "s"
-    return verb, third, participle, ing
+        return _IRREGULAR[verb][1], _IRREGULAR[verb][2]
+    if verb.endswith("e"):
+        return verb + "d", verb[:-1] + "ing"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ied", verb + "ing"
+    return verb + "ed", verb + "ing"
 
 
 def past_forms(verb: str) -> tuple[str, ...]:
     """Every simple-past and participle spelling of ``verb``."""
-    forms = {inflections(verb)[2]}
+    forms = {_participle_and_ing(verb)[0]}
     if verb in _IRREGULAR:
         forms.add(_IRREGULAR[verb][0])
     forms.update(v for v in _VARIANTS.get(verb, ()) if not v.endswith("ing"))
@@ -130,7 +122,7 @@ def past_forms(verb: str) -> tuple[str, ...]:
 
 def ing_forms(verb: str) -> tuple[str, ...]:
     """Every ``-ing`` spelling of ``verb``."""
-    forms = {inflections(verb)[3]}
+    forms = {_participle_and_ing(verb)[1]}
     forms.update(v for v in _VARIANTS.get(verb, ()) if v.endswith("ing"))
     return tuple(sorted(forms))
 
@@ -142,5 +134,5 @@ def verb_kind(lemma: str) -> str | None:
     if lemma in READ_VERBS:
         return READ
     if lemma in NEUTRAL_VERBS:
-        return "neutral"
+        return NEUTRAL
     return None
