@@ -195,8 +195,8 @@ def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, Top
 
     Yields ``(broker, topics, tmpdir)``; everything is stopped and removed afterwards.
     """
-    from guardtrace.broker import EmbeddedBroker, free_port
-    from guardtrace.consumers.topics import ensure_topics
+    from guardtrace.transport.broker import EmbeddedBroker, free_port
+    from guardtrace.transport.topics import ensure_topics
 
     if threading.current_thread() is threading.main_thread():
         # Tansu is a child process: a plain SIGTERM death would orphan it.

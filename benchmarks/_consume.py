@@ -43,8 +43,8 @@ class TimedWriter:
 
 
 def _store(args: argparse.Namespace) -> tuple[Any, Any]:
-    from guardtrace.consumers.migrate import migrate
-    from guardtrace.consumers.store import StoreConfig, open_client
+    from guardtrace.store.migrate import migrate
+    from guardtrace.store.connection import StoreConfig, open_client
 
     config = StoreConfig.resolve(url=f"chdb://{args.store}", database=args.database)
     client = open_client(config)
@@ -73,7 +73,7 @@ def _stop_profiler(profiler: Any, args: argparse.Namespace) -> None:
 
 def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
     from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
-    from guardtrace.consumers.writer import ClickHouseWriter
+    from guardtrace.store.writer import ClickHouseWriter
 
     client, store = _store(args)
     config = ConsumerConfig.resolve(

@@ -40,7 +40,7 @@ from typing import Any
 
 from _common import Report
 
-from guardtrace.collectors.conversation_scan import scan_conversation_input
+from guardtrace.cli.scan_conversations import scan_conversation_input
 
 TIER_CLASS: Mapping[str, str] = {
     "action": "action_claim",

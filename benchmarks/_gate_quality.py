@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guardtrace.collectors.criticality import CriticalityDecision, CriticalityGate, default_gate
+from guardtrace.collectors.questions.criticality import CriticalityDecision, CriticalityGate, default_gate
 
 if TYPE_CHECKING:  # the tests load this module by path, without benchmarks/ on sys.path
     from _common import Report

@@ -9,7 +9,7 @@ What is measured, exactly
 -------------------------
 
 * **Plan.** One BFCL output is one plan: its decoded ``calls`` in order, each passed to
-  :func:`~guardtrace.collectors.plan_validation.validate_plan` as a bare call
+  :func:`~guardtrace.collectors.plans.validation.validate_plan` as a bare call
   ``{"name", "arguments"}`` against the output's ``tools`` (the OpenAI function tools,
   names as that model saw them), with ``emit=False``. Arguments are the decoded ones
   less ``_positional`` (the converter's key for positional arguments, which carry no
@@ -63,7 +63,7 @@ from typing import Any
 
 from _common import Report
 
-from guardtrace.collectors.plan_validation import PlanErrorType, PlanIssue, validate_plan
+from guardtrace.collectors.plans.validation import PlanErrorType, PlanIssue, validate_plan
 
 TARGET_TOP1_MULTI = 0.85
 _PROGRESS_EVERY = 10_000

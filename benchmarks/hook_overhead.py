@@ -37,7 +37,7 @@ from typing import Any
 
 from _common import Report, collector_settings, log, services, summarize_ns
 
-from guardtrace.broker import free_port
+from guardtrace.transport.broker import free_port
 from guardtrace.schemas import names
 
 TARGET_EMIT_RATIO = 1.5
@@ -75,7 +75,7 @@ def _time_calls(call: Callable[[int], Any], count: int) -> list[int]:
 
 def bench_guards(calls: int) -> dict[str, Any]:
     from guardtrace.collectors import FabricationGuard, validate_plan
-    from guardtrace.collectors.criticality import default_gate
+    from guardtrace.collectors.questions.criticality import default_gate
 
     rng = random.Random(7)
     results: dict[str, Any] = {}
@@ -184,8 +184,8 @@ def _conversation(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[s
 def bench_adversarial() -> dict[str, float]:
     """Seconds for 1 MB of crafted text through each detector (best of three)."""
     from guardtrace.collectors import validate_plan
-    from guardtrace.collectors.conversation_guard import judge_conversation
-    from guardtrace.collectors.criticality import default_gate
+    from guardtrace.collectors.replies.conversation_guard import judge_conversation
+    from guardtrace.collectors.questions.criticality import default_gate
     from guardtrace.collectors.tool_catalog import read_tool_specs
 
     catalog = [{"type": "function", "function": {"name": n, "parameters": {}}}
@@ -225,7 +225,7 @@ def bench_adversarial() -> dict[str, float]:
 def bench_emit(bootstrap: str, topics: Any, calls: int, flush: bool) -> dict[str, Any]:
     """Emit path and bare OTel baseline, timed alternately on the same spans."""
     from guardtrace import collectors
-    from guardtrace.collectors.telemetry import GuardTelemetry, internal_totals
+    from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
 
     telemetry = collectors.configure(set_global=False, **collector_settings(bootstrap, topics))
     tracer = telemetry.tracer_provider.get_tracer("bench-agent")

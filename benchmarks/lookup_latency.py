@@ -3,13 +3,13 @@
     .venv/bin/python benchmarks/lookup_latency.py            # 10,000,000 span events
     .venv/bin/python benchmarks/lookup_latency.py --quick    # 200,000 (smoke)
 
-A fresh database is migrated with ``guardtrace.consumers.migrate.migrate`` and seeded
+A fresh database is migrated with ``guardtrace.store.migrate.migrate`` and seeded
 with ClickHouse ``INSERT ... SELECT FROM numbers()``: span events (4 per request, over
 the last 24 hours, 50 agents, 2 services, every guard event name), one span per
 request, a 2 KB debug payload for one request in 50. The materialized views fill the
 request-id lookup (``requests``) and the per-minute rollup (``event_rollup_1m``) as
 they would from the consumer. Then the dashboard's own read functions
-(``guardtrace.dashboard.queries``) are timed, in this process, on the embedded engine:
+(``guardtrace.store.queries``) are timed, in this process, on the embedded engine:
 
 * request page: ``find_request`` + ``request_trace`` + ``request_payloads`` for random
   request ids (half of them with a payload). Target: p99 < 50 ms.
@@ -170,10 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "events_per_request": EVENTS_PER_REQUEST,
                                        "spread_hours": SPREAD.total_seconds() / 3600})
 
-    from guardtrace.consumers.migrate import migrate
-    from guardtrace.consumers.store import StoreConfig, open_client
-    from guardtrace.dashboard import queries
-
+    from guardtrace.store.migrate import migrate
+    from guardtrace.store.connection import StoreConfig, open_client
+    from guardtrace.store import queries
     tmp = Path(tempfile.mkdtemp(prefix="guardtrace-bench-lookup-"))
     store_dir = args.store or tmp / "store"
     try:

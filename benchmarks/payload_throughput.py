@@ -40,7 +40,7 @@ from _common import (
     services,
 )
 
-from guardtrace import environment_variables as env
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 
 TARGET_MB_PER_S = 50.0
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     total_bytes = args.payloads * size
 
     from guardtrace import collectors
-    from guardtrace.collectors.telemetry import internal_totals, record_payload
+    from guardtrace.collectors.emit.telemetry import internal_totals, record_payload
 
     with services() as (broker, topics, tmp):
         extra = ["--profile", args.profile] if args.profile else []

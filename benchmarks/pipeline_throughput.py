@@ -42,7 +42,7 @@ from _common import (
     services,
 )
 
-from guardtrace import environment_variables as env
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 
 TARGET_EVENTS_PER_S = 30_000
@@ -89,7 +89,7 @@ def emit(bootstrap: str, topics: Any, events: int, per_span: int, flush_every: i
          agents: int) -> dict[str, Any]:
     """Emit ``events`` guard events through the real collectors; return counts and timing."""
     from guardtrace import collectors
-    from guardtrace.collectors.telemetry import GuardTelemetry, internal_totals
+    from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
 
     telemetry = collectors.configure(
         set_global=False, **collector_settings(bootstrap, topics, capture_payloads=False))

@@ -15,28 +15,28 @@ counter with a capped ``agent`` label, a structured log line and a debug payload
 Nothing needs :func:`configure`: unconfigured, guards still decide, and emit into the
 OTel no-op API.
 
-    from guardtrace import collectors
+    from .. import collectors
     collectors.configure(kafka_bootstrap="kafka:9092", service_name="travel-agent")
 """
 
-from guardtrace.collectors.cardinality import AgentLabelLimiter
-from guardtrace.collectors.config import CollectorConfig
-from guardtrace.collectors.conversation_guard import (
+from .emit.cardinality import AgentLabelLimiter
+from .config import CollectorConfig
+from .replies.conversation_guard import (
     ConversationDetector,
     ReplyVerdict,
     judge_conversation,
 )
-from guardtrace.collectors.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
-from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.fabrication import (
+from .questions.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
+from .errors import GuardInputError
+from .replies.fabrication import (
     FabricationDetector,
     FabricationGuard,
     FabricationVerdict,
     detect_fabrication,
 )
-from guardtrace.collectors.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
-from guardtrace.collectors.payload_sink import KafkaPayloadSink
-from guardtrace.collectors.plan_retry import (
+from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+from .export.payload_sink import KafkaPayloadSink
+from .plans.retry import (
     PlanAttempt,
     PlanGenerationError,
     PlanHallucinationError,
@@ -44,18 +44,18 @@ from guardtrace.collectors.plan_retry import (
     ValidatedPlan,
     generate_validated_plan,
 )
-from guardtrace.collectors.plan_validation import PlanValidationResult, validate_plan
-from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.reply_history import InMemoryReplyHistory, ReplyHistory
-from guardtrace.collectors.setup import Telemetry, configure, force_flush, shutdown
-from guardtrace.collectors.telemetry import GuardTelemetry, new_request_id, record_payload
-from guardtrace.collectors.tool_catalog import ToolSpec, read_tool_specs
-from guardtrace.collectors.tool_calls import (
+from .plans.validation import PlanValidationResult, validate_plan
+from .emit.redaction import Redactor
+from .replies.reply_history import InMemoryReplyHistory, ReplyHistory
+from .setup import Telemetry, configure, force_flush, shutdown
+from .emit.telemetry import GuardTelemetry, new_request_id, record_payload
+from .tool_catalog import ToolSpec, read_tool_specs
+from .tool_calls import (
     tool_names_fired,
     tool_names_from_anthropic,
     tool_names_from_openai,
 )
-from guardtrace.collectors.verification import (
+from .questions.verification import (
     BudgetToken,
     TurnAction,
     VerificationLoop,

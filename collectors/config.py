@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from guardtrace import environment_variables as env
-
+from ..schemas import environment_variables as env
 __all__ = ["CollectorConfig"]
 
 EXPORTERS = ("kafka", "otlp", "none")
@@ -18,7 +17,7 @@ _ENVELOPE_HEADROOM = 16 * 1024
 class CollectorConfig:
     """Everything ``configure`` needs; build it with :meth:`resolve`.
 
-    Attributes mirror the variables in :mod:`guardtrace.environment_variables`.
+    Attributes mirror the variables in :mod:`guardtrace.schemas.environment_variables`.
     """
 
     kafka_bootstrap: str
@@ -40,7 +39,7 @@ class CollectorConfig:
         """Resolve every setting; keyword arguments (not None) win over the environment.
 
         Raises:
-            guardtrace.environment_variables.ConfigError: a value is unusable; the
+            guardtrace.schemas.environment_variables.ConfigError: a value is unusable; the
                 message names the variable and the value.
             TypeError: an unknown keyword argument.
         """

@@ -20,14 +20,14 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from guardtrace.collectors import _state
-from guardtrace.collectors.cardinality import AgentLabelLimiter
-from guardtrace.collectors.config import CollectorConfig
-from guardtrace.collectors.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
-from guardtrace.collectors.kafka_producer import LazyProducer
-from guardtrace.collectors.payload_sink import KafkaPayloadSink
-from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.sdk_limits import CountingBatchSpanProcessor, cardinality_views
+from .emit import state as _state
+from .emit.cardinality import AgentLabelLimiter
+from .config import CollectorConfig
+from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+from .export.kafka_producer import LazyProducer
+from .export.payload_sink import KafkaPayloadSink
+from .emit.redaction import Redactor
+from .emit.sdk_limits import CountingBatchSpanProcessor, cardinality_views
 
 __all__ = ["Telemetry", "configure", "force_flush", "shutdown"]
 
@@ -91,7 +91,7 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
         The :class:`Telemetry` handle. A second call warns and returns the first handle.
 
     Raises:
-        guardtrace.environment_variables.ConfigError: a setting is unusable.
+        guardtrace.schemas.environment_variables.ConfigError: a setting is unusable.
     """
     global _active
     with _lock:

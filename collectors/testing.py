@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from guardtrace.collectors import _state
-from guardtrace.collectors.cardinality import AgentLabelLimiter
-from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.sdk_limits import cardinality_views
+from .emit import state as _state
+from .emit.cardinality import AgentLabelLimiter
+from .emit.redaction import Redactor
+from .emit.sdk_limits import cardinality_views
 
 __all__ = ["Capture", "CapturedEvent", "CapturedPayload", "InMemoryPayloadSink", "capture"]
 

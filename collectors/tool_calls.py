@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from guardtrace.collectors.errors import GuardInputError
+from .errors import GuardInputError
 
 __all__ = ["tool_names_from_anthropic", "tool_names_from_openai", "tool_names_fired"]
 

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from guardtrace.collectors.errors import GuardInputError, is_mapping, loads_json
+from .errors import GuardInputError, is_mapping, loads_json
 
 __all__ = [
     "ToolSpec",

@@ -38,17 +38,17 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata
 
-from guardtrace import environment_variables as env
-from guardtrace.consumers.decode import (
+from ..schemas import environment_variables as env
+from .decode import (
     DecodedRows,
     PoisonRecord,
     decode_metrics,
     decode_payload_message,
     decode_spans,
 )
-from guardtrace.consumers.kafka_workarounds import release_parked_records
-from guardtrace.consumers.writer import BatchWriter
-from guardtrace.schemas import names
+from ..transport.kafka_workarounds import release_parked_records
+from ..store.writer import BatchWriter
+from ..schemas import names
 
 __all__ = ["ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
 
@@ -203,7 +203,7 @@ class TelemetryConsumer:
 
     Args:
         config: Kafka settings.
-        writer: Where rows go (a :class:`~guardtrace.consumers.writer.ClickHouseWriter`).
+        writer: Where rows go (a :class:`~guardtrace.store.writer.ClickHouseWriter`).
         consumer_overrides: Extra kafka-python consumer settings.
     """
 

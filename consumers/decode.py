@@ -24,8 +24,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from guardtrace.schemas import names
-from guardtrace.schemas.payload_record import PayloadDecodeError, decode as decode_payload
+from ..schemas import names
+from ..schemas.payload_record import PayloadDecodeError, decode as decode_payload
 
 __all__ = ["Columns", "DecodedRows", "PoisonRecord", "decode_metrics", "decode_payload_message",
            "decode_spans", "event_id"]

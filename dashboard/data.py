@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from guardtrace import environment_variables as env
-
+from ..schemas import environment_variables as env
 __all__ = ["Store", "TimeRange", "auto_refresh", "empty_state", "format_rate", "minute_frame",
            "rate_delta", "store", "time_range"]
 
@@ -28,7 +27,7 @@ class Store:
 
 @st.cache_resource(show_spinner=False)
 def _open(url: str, database: str) -> Store:
-    from guardtrace.consumers.store import StoreConfig, open_client
+    from ..store.connection import StoreConfig, open_client
 
     config = StoreConfig.resolve(url=url, database=database)
     return Store(open_client(config), config.database, config.display_url)
@@ -41,8 +40,8 @@ def store_url() -> str:
 
 def store() -> Store:
     """The ClickHouse store, or a clear message and ``st.stop()``."""
-    from guardtrace.consumers.migrate import missing_versions
-    from guardtrace.consumers.store import StoreError
+    from ..store.migrate import missing_versions
+    from ..store.connection import StoreError
 
     try:
         opened = _open(store_url(), env.read_str(env.CLICKHOUSE_DATABASE))

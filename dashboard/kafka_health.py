@@ -12,8 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from guardtrace import environment_variables as env
-
+from ..schemas import environment_variables as env
 __all__ = ["ConsumerLag", "consumer_lag", "read_consumer_lag"]
 
 _TIMEOUTS = {"request_timeout_ms": 3_000, "bootstrap_timeout_ms": 3_000}

@@ -12,8 +12,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from guardtrace import environment_variables as env
-from guardtrace.dashboard import queries
+from guardtrace.schemas import environment_variables as env
+from guardtrace.store import queries
 from guardtrace.dashboard.data import auto_refresh, empty_state, store, time_range
 from guardtrace.schemas import names
 

@@ -13,7 +13,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from guardtrace.dashboard import queries
+from guardtrace.store import queries
 from guardtrace.dashboard.data import empty_state, store
 from guardtrace.schemas import names
 

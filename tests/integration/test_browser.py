@@ -19,8 +19,8 @@ import pytest
 from guardtrace.dashboard.kafka_health import read_consumer_lag
 from guardtrace.schemas import names
 
-from guardtrace import environment_variables as env
-from guardtrace.broker import free_port
+from guardtrace.schemas import environment_variables as env
+from guardtrace.transport.broker import free_port
 
 from .conftest import wait_for
 from .test_up import UpProcess

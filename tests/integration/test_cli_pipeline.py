@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from guardtrace.broker import EmbeddedBroker
-from guardtrace.consumers.topics import ensure_topics
+from guardtrace.transport.broker import EmbeddedBroker
+from guardtrace.transport.topics import ensure_topics
 
 from .conftest import wait_for
 
@@ -115,7 +115,7 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
 def test_broker_command_stops_tansu_on_a_signal(signum: int) -> None:
     # SIGHUP: a closed terminal. Tansu runs in its own session, so only the command
     # hears it, and must stop Tansu rather than orphan it on the port.
-    from guardtrace.broker import free_port
+    from guardtrace.transport.broker import free_port
     import socket
 
     port = free_port()

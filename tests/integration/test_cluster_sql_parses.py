@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from guardtrace.consumers.cluster_migrations import plan, render_sql
-from guardtrace.consumers.migrate import load_migrations
-from guardtrace.consumers.store import StoreConfig
+from guardtrace.store.cluster_migrations import plan, render_sql
+from guardtrace.store.migrate import load_migrations
+from guardtrace.store.connection import StoreConfig
 
 pytestmark = pytest.mark.integration
 

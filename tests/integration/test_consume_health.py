@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from guardtrace.broker import EmbeddedBroker, free_port
+from guardtrace.transport.broker import EmbeddedBroker, free_port
 
 from .conftest import wait_for
 

@@ -18,11 +18,11 @@ from kafka import KafkaProducer
 from streamlit.testing.v1 import AppTest
 
 from guardtrace import collectors
-from guardtrace import environment_variables as env
-from guardtrace.broker import EmbeddedBroker
-from guardtrace.consumers.migrate import migrate
-from guardtrace.consumers.store import StoreConfig
-from guardtrace.dashboard import queries
+from guardtrace.schemas import environment_variables as env
+from guardtrace.transport.broker import EmbeddedBroker
+from guardtrace.store.migrate import migrate
+from guardtrace.store.connection import StoreConfig
+from guardtrace.store import queries
 from guardtrace.schemas import names
 from guardtrace.simulator import SimulationConfig, SimulationSummary, run_simulation
 from tests.support.services import Pipeline, new_pipeline
@@ -298,7 +298,7 @@ class ReadOnlyClient:
 def test_every_dashboard_query_runs_as_a_read_only_user(seeded: Seeded) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from guardtrace.consumers.migrate import missing_versions
+    from guardtrace.store.migrate import missing_versions
 
     client, db = ReadOnlyClient(seeded.pipeline.client), seeded.pipeline.database
     now = datetime.now(UTC)

@@ -2,7 +2,7 @@
 
 The consumer pauses every partition while ClickHouse is down and resumes them after.
 kafka-python 3.0.12 can stall a resumed partition for good (see
-:func:`guardtrace.consumers.kafka_workarounds.release_parked_records`); without that
+:func:`guardtrace.transport.kafka_workarounds.release_parked_records`); without that
 workaround this test stops at the first ten records.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from guardtrace.consumers.kafka_workarounds import release_parked_records
-from guardtrace.consumers.topics import ensure_topics
+from guardtrace.transport.kafka_workarounds import release_parked_records
+from guardtrace.transport.topics import ensure_topics
 
 RECORDS = 30
 

@@ -7,9 +7,9 @@ import uuid
 import pytest
 from kafka import KafkaConsumer
 
-from guardtrace.broker import EmbeddedBroker
-from guardtrace.collectors.kafka_producer import LazyProducer
-from guardtrace.consumers.topics import ensure_topics
+from guardtrace.transport.broker import EmbeddedBroker
+from guardtrace.collectors.export.kafka_producer import LazyProducer
+from guardtrace.transport.topics import ensure_topics
 from guardtrace.schemas.payload_record import PayloadRecord, decode, encode
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from guardtrace import collectors
-from guardtrace.collectors.telemetry import GuardTelemetry
-from guardtrace.consumers.writer import ClickHouseWriter
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
+from guardtrace.store.writer import ClickHouseWriter
 from guardtrace.schemas import names
 
 from .conftest import Pipeline, wait_for
@@ -201,8 +201,8 @@ def test_clickhouse_failure_is_retried_without_commit_then_recovers(pipeline: Pi
 
 
 def test_kafka_down_hooks_return_promptly_and_drops_are_counted(broker: Any) -> None:
-    from guardtrace.broker import EmbeddedBroker, free_port
-    from guardtrace.collectors.telemetry import internal_totals
+    from guardtrace.transport.broker import EmbeddedBroker, free_port
+    from guardtrace.collectors.emit.telemetry import internal_totals
 
     own = EmbeddedBroker(free_port()).start()
     telemetry = collectors.configure(set_global=False, kafka_bootstrap=own.bootstrap,

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from guardtrace import collectors
-from guardtrace.broker import free_port
+from guardtrace.transport.broker import free_port
 from guardtrace.schemas import names
 from guardtrace.simulator import SimulationConfig, run_simulation
 from guardtrace.simulator.agent import EXCHANGE_PAYLOAD_KIND, SPAN_REQUEST

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from guardtrace import collectors
-from guardtrace import environment_variables as env
-from guardtrace.broker import free_port, port_in_use
+from guardtrace.schemas import environment_variables as env
+from guardtrace.transport.broker import free_port, port_in_use
 from guardtrace.dashboard.kafka_health import read_consumer_lag
 from guardtrace.schemas import names
 

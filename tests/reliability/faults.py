@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from guardtrace.consumers.decode import DecodedRows
-from guardtrace.consumers.writer import ClickHouseWriter
+from guardtrace.store.writer import ClickHouseWriter
 
 
 class Stalled(BaseException):

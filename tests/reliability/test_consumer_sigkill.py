@@ -30,9 +30,9 @@ import pytest
 from kafka import KafkaAdminClient
 
 from guardtrace import collectors
-from guardtrace.broker import EmbeddedBroker
-from guardtrace.collectors.telemetry import GuardTelemetry, internal_totals
-from guardtrace.consumers.topics import ensure_topics
+from guardtrace.transport.broker import EmbeddedBroker
+from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
+from guardtrace.transport.topics import ensure_topics
 from guardtrace.schemas import names
 from tests.support.consumer_process import ConsumerProcess, run_guardtrace, store_env
 from tests.support.store_query import query_store

@@ -32,10 +32,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from guardtrace import collectors
-from guardtrace.broker import EmbeddedBroker, free_port
-from guardtrace.collectors.telemetry import internal_totals
-from guardtrace.consumers.topics import ensure_topics
-from guardtrace.dashboard.queries import collector_drops
+from guardtrace.transport.broker import EmbeddedBroker, free_port
+from guardtrace.collectors.emit.telemetry import internal_totals
+from guardtrace.transport.topics import ensure_topics
+from guardtrace.store.queries import collector_drops
 from guardtrace.schemas import names
 
 from .conftest import Pipeline, wait_for
@@ -110,8 +110,7 @@ def drained(telemetry: collectors.Telemetry) -> bool:
 def test_kafka_unreachable_hooks_stay_fast_memory_stays_bounded_drops_are_counted_and_shown(
         pipeline: Pipeline, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from guardtrace.collectors import telemetry as telemetry_module
-
+    from guardtrace.collectors.emit import telemetry as telemetry_module
     # Warnings are rate-limited per process; an earlier test may have used this minute's.
     monkeypatch.setattr(telemetry_module, "_last_error_log", {})
     run_turns(20, "warmup")  # regexes compiled, caches filled: part of neither run

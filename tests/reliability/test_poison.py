@@ -31,10 +31,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from guardtrace import collectors
-from guardtrace.collectors.telemetry import GuardTelemetry
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
 from guardtrace.consumers.consumer import MAX_RECORD_BYTES
-from guardtrace.consumers.writer import ClickHouseWriter
-from guardtrace.dashboard.queries import dead_letter_summary
+from guardtrace.store.writer import ClickHouseWriter
+from guardtrace.store.queries import dead_letter_summary
 from guardtrace.schemas import names
 
 from .conftest import Pipeline

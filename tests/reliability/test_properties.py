@@ -35,7 +35,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from guardtrace.collectors.scan import SCANNERS, scan_lines
+from guardtrace.cli.scan import SCANNERS, scan_lines
 from guardtrace.consumers.decode import (
     Columns,
     DecodedRows,

@@ -29,10 +29,10 @@ from kafka import KafkaAdminClient, KafkaProducer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from guardtrace import collectors
-from guardtrace.collectors.telemetry import GuardTelemetry
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
 from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
 from guardtrace.consumers.decode import DecodedRows
-from guardtrace.consumers.writer import ClickHouseWriter
+from guardtrace.store.writer import ClickHouseWriter
 from guardtrace.schemas import names
 
 from .conftest import Pipeline, wait_for

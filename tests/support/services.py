@@ -26,12 +26,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from guardtrace.broker import EmbeddedBroker, free_port
+from guardtrace.transport.broker import EmbeddedBroker, free_port
 from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
-from guardtrace.consumers.migrate import migrate
-from guardtrace.consumers.store import StoreConfig, open_client
-from guardtrace.consumers.topics import ensure_topics
-from guardtrace.consumers.writer import ClickHouseWriter
+from guardtrace.store.migrate import migrate
+from guardtrace.store.connection import StoreConfig, open_client
+from guardtrace.transport.topics import ensure_topics
+from guardtrace.store.writer import ClickHouseWriter
 
 __all__ = ["Pipeline", "broker", "ch_client", "chdb_dir", "collectors_reset", "pipeline",
            "wait_for"]

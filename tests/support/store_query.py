@@ -34,7 +34,7 @@ def query_store(url: str, database: str, *queries: str, timeout_s: float = 120) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from guardtrace.consumers.store import StoreConfig, open_client
+    from guardtrace.store.connection import StoreConfig, open_client
 
     url, database, *queries = argv if argv is not None else sys.argv[1:]
     client = open_client(StoreConfig.resolve(url=url, database=database))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from guardtrace.collectors.telemetry import GuardTelemetry
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
 
 
 class ExplodingTelemetry(GuardTelemetry):

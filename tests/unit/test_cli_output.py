@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from guardtrace.cli_support import keep_serving_without_a_reader
+from guardtrace.cli.support import keep_serving_without_a_reader
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from guardtrace.consumers.cluster_migrations import (
+from guardtrace.store.cluster_migrations import (
     SHARDING_KEYS,
     ClusterSchemaError,
     check_cluster_name,
@@ -22,8 +22,8 @@ from guardtrace.consumers.cluster_migrations import (
     render_sql,
     render_statement,
 )
-from guardtrace.consumers.migrate import load_migrations, statements
-from guardtrace.consumers.store import StoreConfig
+from guardtrace.store.migrate import load_migrations, statements
+from guardtrace.store.connection import StoreConfig
 
 CLUSTER = "gt_cluster"
 DB = "guardtrace"

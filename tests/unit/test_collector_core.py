@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 
 import guardtrace.collectors as collectors
-from guardtrace import environment_variables as env
-from guardtrace.broker import free_port
-from guardtrace.collectors import _state
-from guardtrace.collectors.cardinality import AgentLabelLimiter
-from guardtrace.collectors.kafka_producer import LazyProducer
-from guardtrace.collectors.payload_sink import KafkaPayloadSink
-from guardtrace.collectors.redaction import DEFAULT_RULES, Redactor
-from guardtrace.collectors.telemetry import (
+from guardtrace.schemas import environment_variables as env
+from guardtrace.transport.broker import free_port
+from guardtrace.collectors.emit import state as _state
+from guardtrace.collectors.emit.cardinality import AgentLabelLimiter
+from guardtrace.collectors.export.kafka_producer import LazyProducer
+from guardtrace.collectors.export.payload_sink import KafkaPayloadSink
+from guardtrace.collectors.emit.redaction import DEFAULT_RULES, Redactor
+from guardtrace.collectors.emit.telemetry import (
     GuardTelemetry,
     guarded,
     internal_totals,
@@ -473,7 +473,7 @@ def test_agent_import_does_not_load_pipeline_dependencies() -> None:
     program = (
         "import json, sys\n"
         "import guardtrace.collectors as c\n"
-        "from guardtrace.broker import free_port\n"
+        "from guardtrace.transport.broker import free_port\n"
         "c.configure(kafka_bootstrap=f'127.0.0.1:{free_port()}', set_global=False)\n"
         "c.shutdown(timeout_s=1)\n"
         "print(json.dumps(sorted(sys.modules)))\n"

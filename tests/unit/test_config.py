@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from guardtrace import environment_variables as env
+from guardtrace.schemas import environment_variables as env
 from guardtrace.collectors.config import EXPORTERS, CollectorConfig
 from guardtrace.consumers.consumer import ConsumerConfig
-from guardtrace.consumers.store import StoreConfig
-from guardtrace.environment_variables import ConfigError
+from guardtrace.store.connection import StoreConfig
+from guardtrace.schemas.environment_variables import ConfigError
 from guardtrace.schemas import names
 
 
@@ -297,7 +297,7 @@ def test_consumer_topics_follow_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_store_urls_print_with_the_password_masked() -> None:
-    from guardtrace.consumers.store import StoreConfig, masked_url
+    from guardtrace.store.connection import StoreConfig, masked_url
 
     assert masked_url("http://dash:s3cret@clickhouse:8123") == "http://dash:***@clickhouse:8123"
     assert masked_url("https://user@host:8443") == "https://user@host:8443"

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from guardtrace.collectors.claims import DONE, NOW, find_claims
-from guardtrace.collectors.conversation import read_conversation
-from guardtrace.collectors.conversation_guard import ConversationDetector, judge_conversation
+from guardtrace.collectors.replies.claims import DONE, NOW, find_claims
+from guardtrace.collectors.replies.conversation import read_conversation
+from guardtrace.collectors.replies.conversation_guard import ConversationDetector, judge_conversation
 from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.fabrication import FabricationGuard
-from guardtrace.collectors.grounding import result_amounts
+from guardtrace.collectors.replies.fabrication import FabricationGuard
+from guardtrace.collectors.replies.grounding import result_amounts
 from guardtrace.collectors.testing import capture
-from guardtrace.collectors.tool_kinds import ToolKinds, kind_from_text
+from guardtrace.collectors.replies.tool_kinds import ToolKinds, kind_from_text
 from guardtrace.schemas import names
 
 ACTION, READ, REPETITION = names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.realdata import REPO, realdata_dir
 
-from guardtrace.collectors.criticality import DEFAULT_PATTERNS, CriticalityGate, default_gate
+from guardtrace.collectors.questions.criticality import DEFAULT_PATTERNS, CriticalityGate, default_gate
 
 
 # Real messages the gate fires on, each read by hand and found to be a character-level

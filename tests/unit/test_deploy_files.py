@@ -21,8 +21,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from guardtrace import environment_variables as env
-from guardtrace.consumers.cluster_migrations import check_cluster_name
+from guardtrace.schemas import environment_variables as env
+from guardtrace.store.cluster_migrations import check_cluster_name
 from guardtrace.schemas import names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,13 +267,18 @@ def test_the_guardtrace_image_tag_is_the_package_version() -> None:
 # -- the Dockerfile ------------------------------------------------------------------------
 def test_the_image_installs_every_folder_the_package_maps() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    folders = set(pyproject["tool"]["setuptools"]["package-dir"].values())
+    assert pyproject["tool"]["setuptools"]["package-dir"] == {"guardtrace": "."}
+    # The root is the package: its __init__.py and the top folder of every subpackage.
+    folders = {name.split(".")[1] for name in pyproject["tool"]["setuptools"]["packages"]
+               if name != "guardtrace"}
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
-    for folder in folders | {"guardtrace"}:
+    assert re.search(r"^COPY pyproject.toml README.md __init__.py ./$", dockerfile, re.MULTILINE)
+    assert "!__init__.py" in ignore
+    for folder in folders:
         assert re.search(rf"^COPY {folder}/ {folder}/$", dockerfile, re.MULTILINE), folder
         assert f"!{folder}/" in ignore, folder
-    assert "RUN pip install ." in dockerfile
+    assert "RUN pip install '.[server]'" in dockerfile
     assert re.search(r"^USER 10001", dockerfile, re.MULTILINE)  # k8s runAsUser matches
 
 

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.fabrication import (
+from guardtrace.collectors.replies.fabrication import (
     DEFAULT_DISCLAIMERS,
     FabricationDetector,
     FabricationGuard,
@@ -22,7 +22,7 @@ from guardtrace.collectors.fabrication import (
     detect_fabrication,
     scan_fabrication_input,
 )
-from guardtrace.collectors.reply_history import (
+from guardtrace.collectors.replies.reply_history import (
     HistoryEntry,
     InMemoryReplyHistory,
     ReplyHistory,

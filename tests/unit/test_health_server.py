@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from guardtrace.broker import free_port
+from guardtrace.transport.broker import free_port
 from guardtrace.consumers.consumer import ConsumerStats
 from guardtrace.consumers.health import HealthServer
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from guardtrace.broker import free_port
+from guardtrace.transport.broker import free_port
 from guardtrace.dashboard.kafka_health import read_consumer_lag
 
 

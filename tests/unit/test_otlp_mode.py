@@ -9,7 +9,7 @@ from opentelemetry.sdk.resources import Resource
 
 from guardtrace import collectors
 from guardtrace.collectors.config import CollectorConfig
-from guardtrace.collectors.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+from guardtrace.collectors.export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
 from guardtrace.collectors.setup import _exporters
 
 
@@ -21,7 +21,7 @@ def test_exporter_choice_follows_the_environment(monkeypatch: pytest.MonkeyPatch
     metrics.shutdown()
 
     monkeypatch.setenv("GUARDTRACE_EXPORTER", "kafka")
-    from guardtrace.collectors.kafka_producer import LazyProducer
+    from guardtrace.collectors.export.kafka_producer import LazyProducer
 
     producer = LazyProducer("127.0.0.1:1", 1_000_000)
     spans, metrics = _exporters(CollectorConfig.resolve(), producer, Resource.create({}))

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from guardtrace.collectors.otlp_split import split_metrics_request, split_trace_request
+from guardtrace.collectors.export.otlp_split import split_metrics_request, split_trace_request
 
 _rng = random.Random(20240611)
 

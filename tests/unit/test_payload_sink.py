@@ -26,16 +26,16 @@ import pytest
 from kafka.future import Future
 from opentelemetry.sdk.trace import TracerProvider
 
-from guardtrace import environment_variables as env
-from guardtrace.broker import free_port
-from guardtrace.collectors import _state
-from guardtrace.collectors import payload_sink as payload_sink_module
+from guardtrace.schemas import environment_variables as env
+from guardtrace.transport.broker import free_port
+from guardtrace.collectors.emit import state as _state
+from guardtrace.collectors.export import payload_sink as payload_sink_module
 from guardtrace.collectors.config import CollectorConfig
-from guardtrace.collectors.kafka_producer import LazyProducer
-from guardtrace.collectors.payload_sink import KafkaPayloadSink, split_utf8
-from guardtrace.collectors.redaction import Redactor
-from guardtrace.collectors.payload_body import snapshot_body
-from guardtrace.collectors.telemetry import internal_totals, record_payload
+from guardtrace.collectors.export.kafka_producer import LazyProducer
+from guardtrace.collectors.export.payload_sink import KafkaPayloadSink, split_utf8
+from guardtrace.collectors.emit.redaction import Redactor
+from guardtrace.collectors.emit.payload_body import snapshot_body
+from guardtrace.collectors.emit.telemetry import internal_totals, record_payload
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, decode
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.realdata import data_file
 
-from guardtrace.collectors.plan_validation import PlanErrorType, PlanIssue, validate_plan
+from guardtrace.collectors.plans.validation import PlanErrorType, PlanIssue, validate_plan
 from guardtrace.collectors.tool_catalog import read_tool_specs
 
 _POSITIONAL = "_positional"  # the converter's key for positional (unnamed) arguments

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.telemetry import ExplodingTelemetry
 from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.plan_retry import (
+from guardtrace.collectors.plans.retry import (
     GeneratedPlan,
     PlanAttempt,
     PlanDependencyError,

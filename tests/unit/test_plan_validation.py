@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.telemetry import ExplodingTelemetry
 from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.plan_validation import (
+from guardtrace.collectors.plans.validation import (
     AllowedTools,
     PlanErrorType,
     scan_plan_input,
@@ -25,7 +25,7 @@ from guardtrace.collectors.plan_validation import (
     validate_plan,
 )
 from guardtrace.collectors.testing import capture
-from guardtrace.collectors.tool_suggestions import ABSTENTION, classify_unknown_name
+from guardtrace.collectors.plans.suggestions import ABSTENTION, classify_unknown_name
 from guardtrace.schemas import names
 
 # Seed 003: the capability text the planner was shown.

@@ -14,7 +14,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guardtrace.collectors.redaction import (
+from guardtrace.collectors.emit.redaction import (
     _SCANS,
     DEFAULT_RULES,
     Redactor,

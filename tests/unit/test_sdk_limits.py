@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from guardtrace.collectors.sdk_limits import CountingBatchSpanProcessor, sdk_cardinality_limit
-from guardtrace.collectors.telemetry import GuardTelemetry, internal_totals
+from guardtrace.collectors.emit.sdk_limits import CountingBatchSpanProcessor, sdk_cardinality_limit
+from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.fabrication import FabricationGuard
+from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.tool_calls import (
     tool_names_fired,
     tool_names_from_anthropic,

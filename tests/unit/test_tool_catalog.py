@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from guardtrace.collectors.allowed_tools import AllowedTools
+from guardtrace.collectors.plans.allowed_tools import AllowedTools
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.tool_catalog import (
     ToolSpec,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from guardtrace.collectors.criticality import (
+from guardtrace.collectors.questions.criticality import (
     DEFAULT_PATTERNS,
     NOT_REQUIRED,
     WHICH_WHAT_PATTERNS,
@@ -21,7 +21,7 @@ from guardtrace.collectors.criticality import (
 )
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.testing import capture
-from guardtrace.collectors.verification import (
+from guardtrace.collectors.questions.verification import (
     NUDGE_PREFIX,
     REASON_SYSTEM_PROMPT,
     REASON_TOOL_NAME,

@@ -1,0 +1,304 @@
+"""``guardtrace up`` (everything on one machine) and ``guardtrace dashboard`` (the UI alone).
+
+``up`` starts, in one supervised process: the embedded broker (unless
+``GUARDTRACE_KAFKA_BOOTSTRAP`` names one), the schema migration, a consumer, the
+dashboard and, with ``--demo``, the traffic simulator (a child process, as an agent
+would be). The consumer and the dashboard share this process because the embedded
+ClickHouse store (chDB) can be opened by one process only. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..schemas import environment_variables as env
+from .support import (
+    CommandError,
+    keep_serving_without_a_reader,
+    positive_float,
+    positive_int,
+)
+
+__all__ = ["register"]
+
+logger = logging.getLogger("guardtrace.cli.up")
+
+# The demo fleet's pace: enough for every panel to move, little enough for a laptop.
+DEMO_RATE = 4.0
+# A cap low enough that the demo's long tail of invented names reaches it in minutes.
+DEMO_AGENT_LABEL_CAP = "100"
+_SUPERVISE_EVERY_S = 1.0
+
+
+def _dashboard_app() -> Path:
+    # Installed: guardtrace/dashboard/app.py; editable install: the repository's dashboard/.
+    from .. import dashboard
+
+    return Path(dashboard.__file__).resolve().parent / "app.py"
+
+
+def _check_port_free(port: int, what: str, flag: str) -> None:
+    from ..transport.broker import port_in_use
+
+    if port_in_use(port):
+        raise CommandError(f"port {port} ({what}) is already in use, perhaps by another "
+                           f"`guardtrace up`. Stop that process, or choose another port "
+                           f"with {flag}.")
+
+
+def serve_dashboard(port: int, address: str) -> None:
+    """Run the Streamlit server in this thread until SIGINT/SIGTERM stops it."""
+    from streamlit import config as st_config
+    from streamlit.web import bootstrap
+
+    keep_serving_without_a_reader()
+
+    app = str(_dashboard_app())
+    st_config._main_script_path = app  # noqa: SLF001 - what `streamlit run` does first
+    flags = {"server_port": port, "server_address": address, "server_headless": True,
+             "browser_gatherUsageStats": False, "server_fileWatcherType": "none",
+             "server_runOnSave": False, "global_developmentMode": False,
+             "client_toolbarMode": "viewer", "logger_level": "warning"}
+    bootstrap.load_config_options(flag_options=flags)
+    bootstrap.run(app, False, [], flags)
+
+
+# -- guardtrace dashboard ------------------------------------------------------------------
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
+    _check_port_free(port, "dashboard", "--port")
+    from ..store.connection import masked_url
+    from ..dashboard.data import store_url
+
+    print(f"guardtrace dashboard on http://{args.address}:{port} reading "
+          f"{masked_url(store_url())} "
+          f"(database {env.read_str(env.CLICKHOUSE_DATABASE)}). Ctrl-C stops it.", flush=True)
+    serve_dashboard(port, args.address)
+    return 0
+
+
+# -- guardtrace up -------------------------------------------------------------------------
+@dataclass
+class _Stack:
+    """What `up` started, so it can be stopped in reverse order."""
+
+    broker: Any = None
+    consumer: Any = None
+    consumer_thread: threading.Thread | None = None
+    simulator: subprocess.Popen[bytes] | None = None
+    simulator_log: Path | None = None
+    failure: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        if self.simulator is not None and self.simulator.poll() is None:
+            self.simulator.terminate()
+            try:
+                self.simulator.wait(15)
+            except subprocess.TimeoutExpired:
+                self.simulator.kill()
+                self.simulator.wait()
+        if self.consumer is not None:
+            self.consumer.stop()
+        if self.consumer_thread is not None:
+            self.consumer_thread.join(30)
+        if self.broker is not None:
+            self.broker.stop()
+
+
+def _start_consumer(stack: _Stack, bootstrap: str, client: Any, database: str) -> None:
+    from ..consumers.consumer import ConsumerConfig, TelemetryConsumer
+    from ..store.writer import ClickHouseWriter
+
+    config = ConsumerConfig.resolve(bootstrap=bootstrap)
+    stack.consumer = TelemetryConsumer(config, ClickHouseWriter(client, database))
+
+    def run() -> None:
+        try:
+            stats = stack.consumer.run()
+            logger.info("consumer stopped: %s", stats.as_dict())
+        except Exception as exc:  # noqa: BLE001 - reported by the supervisor
+            logger.exception("consumer failed")
+            stack.failure.append(f"the consumer failed: {exc!r}")
+
+    stack.consumer_thread = threading.Thread(target=run, name="guardtrace-consumer",
+                                             daemon=True)
+    stack.consumer_thread.start()
+
+
+def _start_simulator(stack: _Stack, bootstrap: str, log_dir: Path, rate: float) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stack.simulator_log = log_dir / "simulate.log"
+    command = [sys.executable, "-m", "guardtrace.cli", "simulate", "--requests", "0",
+               "--rate", f"{rate:g}", "--seed", str(int(time.time())), "--bootstrap",
+               bootstrap]
+    with open(stack.simulator_log, "ab") as log:
+        # Its own session, like the broker's: Ctrl-C reaches up alone, and stack.stop()
+        # ends the simulator first, so its last spans still find the broker.
+        stack.simulator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, env=dict(os.environ),
+                                           start_new_session=True)
+
+
+def _supervise(stack: _Stack, stop: threading.Event) -> None:
+    """Stop the whole stack (by SIGINT to ourselves) when a part of it dies."""
+    while not stop.wait(_SUPERVISE_EVERY_S):
+        problem = None
+        if stack.failure:
+            problem = stack.failure[0]
+        elif stack.broker is not None and not stack.broker.alive():
+            problem = "the embedded broker exited"
+        elif stack.consumer_thread is not None and not stack.consumer_thread.is_alive():
+            problem = "the consumer stopped"
+        elif stack.simulator is not None and stack.simulator.poll() is not None:
+            problem = (f"the demo simulator exited with status {stack.simulator.returncode} "
+                       f"(see {stack.simulator_log})")
+        if problem:
+            stack.failure.append(problem)
+            logger.error("%s; stopping guardtrace up", problem)
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+
+
+def _announce_when_serving(port: int, banner: str, stop: threading.Event) -> None:
+    """Print the banner once the dashboard accepts connections (not before: a URL printed
+    early would be refused)."""
+    from ..transport.broker import port_in_use
+
+    deadline = time.monotonic() + 120
+    while not stop.is_set() and time.monotonic() < deadline:
+        if port_in_use(port):
+            print(banner, flush=True)
+            return
+        stop.wait(0.1)
+
+
+def _interrupt_self(_signum: int, _frame: Any) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from ..transport.broker import EmbeddedBroker
+    from ..store.migrate import migrate
+    from ..store.connection import StoreConfig, open_client
+    from ..transport.topics import ensure_topics
+
+    port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
+    _check_port_free(port, "dashboard", "--port")
+    # Before anything starts: the shutdown below prints, and must reach stack.stop().
+    keep_serving_without_a_reader()
+    external_kafka = os.environ.get(env.KAFKA_BOOTSTRAP.name, "").strip()
+    if not external_kafka:
+        _check_port_free(args.broker_port, "embedded Kafka broker", "--broker-port")
+    if args.demo and not os.environ.get(env.AGENT_LABEL_CAP.name):
+        # Set for this process too, so the Labels page shows the cap the fleet runs with.
+        os.environ[env.AGENT_LABEL_CAP.name] = DEMO_AGENT_LABEL_CAP
+
+    store_config = StoreConfig.resolve()
+    client = open_client(store_config)  # a locked store fails here, naming the holder
+    applied = migrate(client, store_config)
+
+    stack = _Stack()
+    stop_supervisor = threading.Event()
+    # The broker and the simulator run in their own sessions, so a closed terminal's
+    # SIGHUP reaches only this process: make it stop everything, as Ctrl-C does (through
+    # whichever SIGINT handler is in place, Streamlit's once it serves).
+    signal.signal(signal.SIGHUP, _interrupt_self)
+    try:
+        if external_kafka:
+            bootstrap = external_kafka
+        else:
+            log_dir = Path(".guardtrace")
+            log_dir.mkdir(exist_ok=True)
+            stack.broker = EmbeddedBroker(args.broker_port,
+                                          log_path=log_dir / "broker.log").start()
+            bootstrap = stack.broker.bootstrap
+            # The dashboard's lag panel and the simulator read the same variable.
+            os.environ[env.KAFKA_BOOTSTRAP.name] = bootstrap
+        try:
+            ensure_topics(bootstrap, [env.read_str(env.SPANS_TOPIC),
+                                      env.read_str(env.METRICS_TOPIC),
+                                      env.read_str(env.PAYLOADS_TOPIC),
+                                      env.read_str(env.DEAD_LETTER_TOPIC)])
+        except Exception as exc:  # noqa: BLE001
+            raise CommandError(f"cannot reach Kafka at {bootstrap}: {exc!r}. Unset "
+                               f"{env.KAFKA_BOOTSTRAP.name} to use the embedded broker.") \
+                from None
+        _start_consumer(stack, bootstrap, client, store_config.database)
+        if args.demo:
+            _start_simulator(stack, bootstrap, Path(".guardtrace"), args.demo_rate)
+        threading.Thread(target=_supervise, args=(stack, stop_supervisor),
+                         name="guardtrace-supervisor", daemon=True).start()
+
+        kafka_text = f"{bootstrap} ({'yours' if external_kafka else 'embedded Tansu'})"
+        banner = (f"guardtrace is up\n"
+                  f"  dashboard   http://127.0.0.1:{port}\n"
+                  f"  kafka       {kafka_text}\n"
+                  f"  clickhouse  {store_config.display_url} (database {store_config.database}"
+                  f"{', migrated now' if applied else ''})\n"
+                  + (f"  demo        simulating {args.demo_rate:g} requests/s "
+                     f"(log: {stack.simulator_log})\n" if args.demo else "")
+                  + "Ctrl-C stops everything.")
+        threading.Thread(target=_announce_when_serving, args=(port, banner, stop_supervisor),
+                         name="guardtrace-announce", daemon=True).start()
+        try:
+            serve_dashboard(port, args.address)
+        except KeyboardInterrupt:
+            # Ctrl-C before Streamlit has installed its own handler (the banner goes out
+            # as soon as the port accepts): the same normal stop as after it.
+            pass
+    finally:
+        stop_supervisor.set()
+        # A second Ctrl-C must not interrupt the shutdown halfway (orphaning the broker).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("stopping: simulator, consumer (finishing its batch), broker...", flush=True)
+        stack.stop()
+    if stack.failure:
+        raise CommandError(stack.failure[0])
+    print(f"stopped. The data stays in {store_config.display_url}: try "
+          f"`guardtrace requests --since 1h` or `guardtrace payload REQUEST_ID`.")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add the up and dashboard subcommands."""
+    p = sub.add_parser(
+        "up", help="run everything on this machine: broker, store, consumer, dashboard",
+        description="Start the embedded Kafka broker (Tansu), migrate the embedded "
+        "ClickHouse (chDB), run a consumer and serve the dashboard, supervised by this one "
+        f"command. With {env.KAFKA_BOOTSTRAP.name} / {env.CLICKHOUSE_URL.name} set, uses "
+        "those instead of the embedded ones. --demo also runs the traffic simulator so "
+        "every panel moves. Ctrl-C stops everything; the data stays in the store.")
+    p.add_argument("--demo", action="store_true",
+                   help="also run `guardtrace simulate` (a traffic generator) in the background")
+    p.add_argument("--demo-rate", type=positive_float, default=DEMO_RATE, metavar="R",
+                   help=f"simulated requests per second with --demo (default {DEMO_RATE:g})")
+    p.add_argument("--port", type=positive_int, default=None,
+                   help=f"dashboard port (default ${env.DASHBOARD_PORT.name} or "
+                        f"{env.DASHBOARD_PORT.default})")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="dashboard listen address (default 127.0.0.1)")
+    p.add_argument("--broker-port", type=positive_int, default=9092,
+                   help="embedded broker port (default 9092)")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser(
+        "dashboard", help="serve the dashboard alone",
+        description="Serve the Streamlit dashboard over the configured ClickHouse "
+        f"({env.DASHBOARD_CLICKHOUSE_URL.name}, else {env.CLICKHOUSE_URL.name}), for "
+        "deployments where consumers run elsewhere. Give it a read-only user on a server.")
+    p.add_argument("--port", type=positive_int, default=None,
+                   help=f"port (default ${env.DASHBOARD_PORT.name} or "
+                        f"{env.DASHBOARD_PORT.default})")
+    p.add_argument("--address", default="127.0.0.1",
+                   help="listen address (default 127.0.0.1; 0.0.0.0 in a container)")
+    p.set_defaults(func=cmd_dashboard)

@@ -1,0 +1,2 @@
+"""The emit path every guard shares: span events, counters with capped agent labels,
+structured logs and redacted debug payloads (telemetry, state, cardinality, redaction)."""

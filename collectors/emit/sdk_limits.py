@@ -1,0 +1,59 @@
+"""Where guardtrace meets two silent limits of the OpenTelemetry SDK, and makes them loud.
+
+* Cardinality: the SDK keeps at most 2000 label sets per metric and folds the rest into
+  one ``otel.metric.overflow`` series that loses *every* label, ``module`` included.
+  guardtrace caps ``agent`` per metric and module itself (cardinality.py), so the SDK's
+  limit must sit above what that cap allows, or it would undo it.
+* Span queue: ``BatchSpanProcessor`` drops spans when its queue is full and only logs
+  it. guardtrace counts every drop in ``guardtrace.export_dropped`` like its own.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.metrics.view import View
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from .telemetry import count_internal
+from ...schemas import names
+
+__all__ = ["CountingBatchSpanProcessor", "cardinality_views", "sdk_cardinality_limit"]
+
+# Label combinations besides agent and module a guard counter carries (tier: 3 values;
+# retries_used: a few) and modules an application is expected to use. A bound, not a
+# target: the SDK allocates series only for label sets that occur.
+_OTHER_LABEL_COMBINATIONS = 4
+_MODULES_EXPECTED = 16
+_SDK_DEFAULT_LIMIT = 2000
+
+
+def sdk_cardinality_limit(agent_label_cap: int) -> int:
+    """Series per metric the SDK must keep so guardtrace's own agent cap is what binds."""
+    return max(_SDK_DEFAULT_LIMIT,
+               (agent_label_cap + 1) * _OTHER_LABEL_COMBINATIONS * _MODULES_EXPECTED)
+
+
+def cardinality_views(agent_label_cap: int) -> list[View]:
+    """A view raising the SDK's per-metric series limit for guardtrace's own meter."""
+    return [View(instrument_name="*", meter_name=names.INSTRUMENTATION_NAME,
+                 aggregation_cardinality_limit=sdk_cardinality_limit(agent_label_cap))]
+
+
+class CountingBatchSpanProcessor(BatchSpanProcessor):
+    """``BatchSpanProcessor`` that counts the spans it drops because its queue is full.
+
+    The count is exact while the export thread is not popping a batch at the same
+    moment; a pop between this check and the SDK's append can make one full-queue span
+    count as dropped when it was kept (the SDK's own drop warning has the same race).
+    Taking the SDK's export lock would close it, at the price of blocking the agent's
+    thread for a whole export, which a hook must never do.
+    """
+
+    def on_end(self, span: ReadableSpan) -> None:
+        batch = self._batch_processor
+        # The SDK checks the same condition right after and drops the span (it never
+        # blocks the caller, by design); this only makes the drop visible.
+        if len(batch._queue) >= batch._max_queue_size:  # noqa: SLF001
+            count_internal(names.METRIC_EXPORT_DROPPED, 1,
+                           {"signal": "spans", names.ATTR_REASON: "queue_full"})
+        super().on_end(span)

@@ -1,0 +1,291 @@
+"""Emission shared by every guard: span event, counter, structured log, payload.
+
+A guard describes *what* happened (an event name and its attributes, a counter and its
+labels); :class:`GuardTelemetry` decides *how*: the event goes on the current span (or a
+short span of its own when none is recording, so no detection is lost), ``request_id``
+is its first attribute, string attributes are redacted, the ``agent`` label is capped,
+payloads go to the debug-store sink. Nothing here raises into the agent: failures are
+logged at most once a minute per kind and counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from opentelemetry import metrics, trace
+
+from ... import __version__
+from . import state as _state
+from .payload_body import (
+    BODY_ENCODER,
+    attribute_text,
+    encode_body,
+    snapshot_body,
+    text_bytes,
+)
+from ...schemas import names
+
+__all__ = ["GuardTelemetry", "guarded", "new_request_id"]
+
+AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
+T = TypeVar("T")
+
+logger = logging.getLogger("guardtrace.collectors")
+
+_ERROR_LOG_INTERVAL_S = 60.0
+_last_error_log: dict[str, float] = {}
+
+
+def log_rate_limited(key: str, message: str, *args: Any) -> None:
+    """Log a warning at most once per interval for ``key`` (errors repeat in bursts)."""
+    now = time.monotonic()
+    if now - _last_error_log.get(key, -_ERROR_LOG_INTERVAL_S) >= _ERROR_LOG_INTERVAL_S:
+        _last_error_log[key] = now
+        logger.warning(message, *args)
+
+
+def new_request_id() -> str:
+    """A request id for callers that have none: the current trace id, else a random one."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        return f"{context.trace_id:032x}"
+    return uuid.uuid4().hex
+
+
+def guarded(fallback: Callable[..., T]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Decorate a hook so an internal exception is logged and ``fallback(...)`` returned.
+
+    The agent must never break because its observability did: a hook that fails
+    behaves as if it had found nothing, and the failure is counted in
+    ``guardtrace.hook_errors``.
+    """
+
+    def decorate(func: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            try:
+                return func(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the contract is to never raise
+                _count_hook_error(func.__qualname__, exc)
+                return fallback(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _count_hook_error(where: str, exc: BaseException) -> None:
+    log_rate_limited(f"hook:{where}", "guardtrace hook %s failed and was skipped: %r", where, exc)
+    try:
+        _SELF.counter(names.METRIC_HOOK_ERRORS).add(1, {names.ATTR_OPERATION: where})
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class _Instruments:
+    """Tracer, meter and counters for one state generation, created on first use."""
+
+    def __init__(self) -> None:
+        self._generation = -1
+        self._lock = threading.Lock()
+        self._tracer: Any = None
+        self._meter: Any = None
+        self._counters: dict[str, Any] = {}
+
+    def _refresh(self) -> None:
+        """Rebuild tracer, meter and counters if the telemetry state was swapped."""
+        state = _state.current()
+        if state.generation != self._generation:
+            with self._lock:
+                if state.generation != self._generation:
+                    tp = state.tracer_provider or trace.get_tracer_provider()
+                    mp = state.meter_provider or metrics.get_meter_provider()
+                    self._tracer = tp.get_tracer(names.INSTRUMENTATION_NAME, __version__)
+                    self._meter = mp.get_meter(names.INSTRUMENTATION_NAME, __version__)
+                    self._counters = {}
+                    self._generation = state.generation
+
+    def tracer(self) -> Any:
+        self._refresh()
+        return self._tracer
+
+    def counter(self, name: str) -> Any:
+        self._refresh()
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = self._meter.create_counter(name)
+            self._counters[name] = counter
+        return counter
+
+
+_SELF = _Instruments()
+
+
+class GuardTelemetry:
+    """Emits one guard's telemetry; every method is safe to call unconfigured.
+
+    Args:
+        module: The ``module`` label and attribute (``planning``, ``replies``, ...).
+        operation: The ``operation`` field of log lines and the name suffix of the span
+            created when no span is recording (``guardtrace.<operation>``).
+    """
+
+    def __init__(self, module: str, operation: str) -> None:
+        self.module = module
+        self.operation = operation
+        self._log = logging.getLogger(f"guardtrace.{module}")
+
+    # -- span events -------------------------------------------------------------------
+    def event(self, name: str, request_id: str,
+              attributes: Mapping[str, AttributeValue | None] | None = None) -> None:
+        """Add span event ``name`` with ``request_id`` first, then ``module``, then the rest."""
+        try:
+            redact = _state.current().redactor.redact
+            attrs: dict[str, AttributeValue] = {
+                names.ATTR_REQUEST_ID: request_id,
+                names.ATTR_MODULE: self.module,
+            }
+            for key, value in (attributes or {}).items():
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    value = redact(value)
+                elif isinstance(value, (list, tuple)):
+                    value = [redact(v) if isinstance(v, str) else v for v in value]
+                attrs[key] = value
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.add_event(name, attrs)
+                return
+            with _SELF.tracer().start_as_current_span(
+                f"guardtrace.{self.operation}",
+                attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module},
+            ) as own_span:
+                own_span.add_event(name, attrs)
+        except Exception as exc:  # noqa: BLE001
+            _count_hook_error(f"{self.operation}.event", exc)
+
+    # -- counters ----------------------------------------------------------------------
+    def count(self, metric: str, *, agent: str | None = None, value: int = 1,
+              labels: Mapping[str, str | int] | None = None) -> None:
+        """Add ``value`` to counter ``metric`` labelled with module, capped agent, labels."""
+        try:
+            attrs: dict[str, str | int] = {names.ATTR_MODULE: self.module}
+            if agent is not None:
+                label, overflowed = _state.current().limiter.admit(metric, self.module, agent)
+                attrs[names.ATTR_AGENT] = label
+                if overflowed:
+                    _SELF.counter(names.METRIC_LABEL_OVERFLOW).add(
+                        1, {names.ATTR_METRIC: metric, names.ATTR_MODULE: self.module})
+            if labels:
+                attrs.update(labels)
+            _SELF.counter(metric).add(value, attrs)
+        except Exception as exc:  # noqa: BLE001
+            _count_hook_error(f"{self.operation}.count", exc)
+
+    # -- structured logs ---------------------------------------------------------------
+    def log(self, level: int, message: str, *, request_id: str, status: str | None = None,
+            error: str | None = None, duration_ms: float | None = None,
+            **fields: Any) -> None:
+        """Log ``message`` with operation, request_id, error, duration_ms, status fields."""
+        try:
+            if not self._log.isEnabledFor(level):
+                return
+            record: dict[str, Any] = {
+                names.ATTR_OPERATION: self.operation,
+                names.ATTR_REQUEST_ID: request_id,
+            }
+            if error is not None:
+                record[names.ATTR_ERROR] = _state.current().redactor.redact(error)
+            if duration_ms is not None:
+                record[names.ATTR_DURATION_MS] = round(duration_ms, 3)
+            if status is not None:
+                record[names.ATTR_STATUS] = status
+            record.update(fields)
+            self._log.log(level, "%s %s", message, json.dumps(record, default=str),
+                          extra={"guardtrace": record})
+        except Exception as exc:  # noqa: BLE001
+            _count_hook_error(f"{self.operation}.log", exc)
+
+    # -- debug payloads ------------------------------------------------------------------
+    def payload(self, request_id: str, kind: str, body: Any, **attributes: Any) -> bool:
+        """Record a debug payload (str, or anything JSON-serialisable); False if dropped."""
+        return record_payload(request_id, kind, body, **attributes)
+
+
+def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> bool:
+    """Record one debug-store payload for ``request_id``; never blocks, never raises.
+
+    Args:
+        request_id: The request the interaction belongs to.
+        kind: What the payload is, e.g. ``plan_generation`` or ``hallucination_detection``.
+        body: The text, or a JSON-serialisable object (stored as JSON). Later changes
+            to the object do not change what is stored.
+        **attributes: Small string attributes stored beside the body (model, retry, ...).
+
+    Returns:
+        True if the payload was queued, False if it was dropped (capture off, queue full,
+        not configured).
+    """
+    try:
+        sink = _state.current().payload_sink
+        # A sink that encodes on its worker (the Kafka sink) takes the body as text or
+        # as a private snapshot; any other sink takes text, encoded here.
+        record_snapshot = getattr(sink, "record_snapshot", None)
+        if record_snapshot is not None:
+            if isinstance(body, str):
+                snapshot: tuple[Any, int] | None = body, text_bytes(body)
+            else:
+                snapshot = snapshot_body(body)
+                if snapshot is None:
+                    text = BODY_ENCODER.encode(body)
+                    snapshot = text, text_bytes(text)
+            attrs = {str(k): v if type(v) is str else attribute_text(v)
+                     for k, v in attributes.items() if v is not None}
+            return record_snapshot(request_id, kind, snapshot[0], snapshot[1], attrs)
+        text = encode_body(body)
+        attrs = {str(k): v if isinstance(v, str) else json.dumps(v, default=str)
+                 for k, v in attributes.items() if v is not None}
+        return sink.record(request_id, kind, text, attrs)
+    except Exception as exc:  # noqa: BLE001
+        _count_hook_error("record_payload", exc)
+        return False
+
+
+_internal_totals: dict[tuple[str, str], int] = {}
+_internal_lock = threading.Lock()
+
+
+def count_internal(metric: str, value: int, attributes: Mapping[str, str]) -> None:
+    """Add to one of guardtrace's own counters (drops, sends); never raises.
+
+    Besides the OTel counter, a process-local tally is kept (see :func:`internal_totals`):
+    when Kafka is down the counter cannot be exported, yet the agent, ``emit-test`` and
+    tests still need to see that telemetry was dropped.
+    """
+    reason = str(attributes.get(names.ATTR_REASON, ""))
+    with _internal_lock:
+        _internal_totals[(metric, reason)] = _internal_totals.get((metric, reason), 0) + value
+    try:
+        _SELF.counter(metric).add(value, dict(attributes))
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def internal_totals(metric: str | None = None) -> dict[str, int]:
+    """Process-lifetime totals of guardtrace's own counters, keyed ``metric`` or
+    ``metric{reason}``; with ``metric``, only that metric's entries."""
+    with _internal_lock:
+        items = list(_internal_totals.items())
+    out: dict[str, int] = {}
+    for (name, reason), total in items:
+        if metric is None or name == metric:
+            out[f"{name}{{{reason}}}" if reason else name] = total
+    return out

@@ -1,0 +1,139 @@
+"""OpenTelemetry SDK exporters that write OTLP protobuf to Kafka.
+
+The message format is exactly what the OpenTelemetry Collector's Kafka exporter writes
+with ``encoding: otlp_proto``: one serialized ``ExportTraceServiceRequest`` or
+``ExportMetricsServiceRequest`` per message. Span messages are keyed by trace id (as the
+Collector's ``partition_traces_by_id``), so one trace stays in one partition and one
+consumer sees all of it in order.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+)
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .kafka_producer import LazyProducer
+from .otlp_split import SplitResult, split_metrics_request, split_trace_request
+from ..emit.telemetry import count_internal, log_rate_limited
+from ...schemas import names
+
+__all__ = ["KafkaMetricExporter", "KafkaSpanExporter"]
+
+_HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_OTLP_PROTO)]
+_CONNECT_WAIT_S = 5.0
+
+
+def _count_dropped(signal: str, reason: str, count: int) -> None:
+    if count:
+        count_internal(names.METRIC_EXPORT_DROPPED, count,
+                       {"signal": signal, names.ATTR_REASON: reason})
+
+
+def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: SplitResult,
+              signal: str) -> bool:
+    """Queue every message of ``split``; count what could not be queued or delivered."""
+    _count_dropped(signal, "oversize", split.oversize_items)
+    # Export threads are background threads: waiting for a first connection here costs
+    # the agent nothing, and saves the first batches after start-up.
+    kafka = producer.get(wait_s=_CONNECT_WAIT_S)
+    if kafka is None:
+        _count_dropped(signal, "kafka_unavailable", sum(split.item_counts))
+        return False
+    ok = True
+    for message, items in zip(split.messages, split.item_counts):
+        try:
+            future = kafka.send(topic, key=key, value=message, headers=_HEADERS)
+        except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, buffer full, closed
+            log_rate_limited(f"send-{signal}", "guardtrace could not queue %s for Kafka: %r",
+                             signal, exc)
+            _count_dropped(signal, "send_failed", items)
+            ok = False
+            continue
+        future.add_errback(_delivery_failed, signal, items)
+    return ok
+
+
+def _delivery_failed(exc: BaseException, signal: str, items: int) -> None:
+    log_rate_limited(f"deliver-{signal}", "guardtrace %s were not delivered to Kafka: %r",
+                     signal, exc)
+    _count_dropped(signal, "delivery_failed", items)
+
+
+class KafkaSpanExporter(SpanExporter):
+    """Writes spans as OTLP protobuf to a Kafka topic, one message per trace (or less).
+
+    Args:
+        producer: The shared lazy producer.
+        topic: The spans topic (default ``otlp_spans``).
+        max_message_bytes: No message is larger; bigger traces are split.
+    """
+
+    def __init__(self, producer: LazyProducer, topic: str = names.SPANS_TOPIC,
+                 max_message_bytes: int = 1_000_000) -> None:
+        self._producer = producer
+        self._topic = topic
+        self._max_message_bytes = max_message_bytes
+        self._shutdown = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
+        for span in spans:
+            by_trace[span.context.trace_id].append(span)
+        ok = True
+        for trace_id, group in by_trace.items():
+            split = split_trace_request(encode_spans(group), self._max_message_bytes)
+            key = f"{trace_id:032x}".encode()
+            ok = _send_all(self._producer, self._topic, key, split, "spans") and ok
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self._producer.flush(timeout_millis / 1000)
+
+    def shutdown(self) -> None:
+        # The producer is shared and closed by the owner of the configuration.
+        self._shutdown = True
+
+
+class KafkaMetricExporter(MetricExporter):
+    """Writes metrics as OTLP protobuf to a Kafka topic (cumulative temporality).
+
+    Args:
+        producer: The shared lazy producer.
+        topic: The metrics topic (default ``otlp_metrics``).
+        max_message_bytes: No message is larger; big exports are split by metric.
+        service_key: Message key, so one service's points stay ordered in a partition.
+    """
+
+    def __init__(self, producer: LazyProducer, topic: str = names.METRICS_TOPIC,
+                 max_message_bytes: int = 1_000_000, service_key: str = "") -> None:
+        super().__init__(preferred_temporality=None, preferred_aggregation=None)
+        self._producer = producer
+        self._topic = topic
+        self._max_message_bytes = max_message_bytes
+        self._key = service_key.encode() or None
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
+               **kwargs: Any) -> MetricExportResult:
+        split = split_metrics_request(encode_metrics(metrics_data), self._max_message_bytes)
+        ok = _send_all(self._producer, self._topic, self._key, split, "metrics")
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self._producer.flush(timeout_millis / 1000)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        return None
+

@@ -1,0 +1,343 @@
+"""Judge every assistant reply of a conversation against what really happened in it.
+
+This is the fabrication guard's full entry point: it takes what an agent actually holds
+(the message list, tool results included, and the tool catalog) and judges each assistant
+message within its turn. Five tiers:
+
+* ``action``: the reply says write/execute work is done or under way, and no call of a
+  tool that does that work ran in its turn (for "already done" claims: in the
+  conversation so far).
+* ``read``: the same for looking something up; a claimed fresh check ("I double-checked",
+  "let me check" and the turn ends) needs a read in the turn itself.
+* ``text_tool_call``: the reply writes a tool call out as text (JSON, a tag, an
+  ``Action:`` line, ``tool(arg=...)``) naming a catalog tool, and the message made no
+  real call of it.
+* ``ungrounded_result``: the reply states concrete values (ids, amounts, times) that no
+  tool result, user message or system prompt gave, and that are not arithmetic on values
+  that were given.
+* ``repetition``: the reply repeats an earlier one with no tool result between them and
+  no call of its own: a loop.
+
+:class:`ConversationDetector` is pure and thread-safe. :func:`judge_conversation` runs it
+with the defaults.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .claim_backing import ClaimMatcher
+from .claims import DONE, find_claims
+from .conversation import Conversation, read_conversation
+from .grounding import (
+    Grounds,
+    find_misreported_outcomes,
+    find_ungrounded,
+    result_amounts,
+)
+from .loops import find_loop
+from .text_tool_calls import find_text_tool_calls
+from ..tool_catalog import read_tool_specs
+from .tool_kinds import ToolKinds
+from .verbs import READ, WRITE
+from ...schemas import names
+
+__all__ = [
+    "CONVERSATION_TIERS",
+    "ConversationDetector",
+    "Finding",
+    "ReplyVerdict",
+    "judge_conversation",
+]
+
+CONVERSATION_TIERS: tuple[str, ...] = (
+    names.TIER_ACTION, names.TIER_READ, names.TIER_TEXT_TOOL_CALL,
+    names.TIER_UNGROUNDED_RESULT, names.TIER_REPETITION)
+
+_TIER_ORDER = {tier: i for i, tier in enumerate(CONVERSATION_TIERS)}
+_MAX_EVIDENCE = 3
+_CACHED_CATALOGS = 16
+# Money amounts of writes' results kept for the outcome check, per turn and before it.
+_MAX_WRITE_AMOUNTS = 64
+# A reply is read at its first 32 KB and last 8 KB, a source message (a tool result, the
+# system prompt) at its first 256 KB. No real reply is that long; the guards run on the
+# agent's thread, and the bound keeps any input, however crafted, under a fixed cost.
+_REPLY_HEAD_CHARS = 32 * 1024
+_REPLY_TAIL_CHARS = 8 * 1024
+_MAX_SOURCE_CHARS = 256 * 1024
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= _REPLY_HEAD_CHARS + _REPLY_TAIL_CHARS:
+        return text
+    return text[:_REPLY_HEAD_CHARS] + "\n" + text[-_REPLY_TAIL_CHARS:]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Why a tier fired for a reply.
+
+    Attributes:
+        tier: One of :data:`CONVERSATION_TIERS`.
+        evidence: The words that fired it (a claim, a typed call, the values with no
+            source, or an excerpt of the reply it repeats).
+    """
+
+    tier: str
+    evidence: str
+
+
+@dataclass(frozen=True)
+class ReplyVerdict:
+    """The verdict on one assistant reply.
+
+    Attributes:
+        msg_index: The reply's index in the message list.
+        text: The reply's text, as judged.
+        tiers: The tiers that fired, in :data:`CONVERSATION_TIERS` order.
+        findings: Evidence per fired tier, in the same order.
+        tools_fired: The agent's calls of the reply's turn that ran, in order.
+        similarity: For ``repetition``, the share of content repeated.
+        repeats: For ``repetition``, the index of the reply it repeats.
+    """
+
+    msg_index: int
+    text: str = ""
+    tiers: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    tools_fired: tuple[str, ...] = ()
+    similarity: float | None = None
+    repeats: int | None = None
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.tiers)
+
+    def evidence(self, tier: str) -> str | None:
+        """The evidence of ``tier``, or None if it did not fire."""
+        return next((f.evidence for f in self.findings if f.tier == tier), None)
+
+
+@dataclass(frozen=True)
+class _Catalog:
+    names: frozenset[str]
+    kinds: ToolKinds
+    matcher: ClaimMatcher
+
+
+def _read_catalog(tools: Any, overrides: Mapping[str, Any] | None) -> _Catalog:
+    specs = read_tool_specs(tools) if tools else ()
+    kinds = ToolKinds.from_catalog(((s.name, s.description, s.declared_kind) for s in specs),
+                                   overrides)
+    names_ = frozenset(s.name for s in specs)
+    return _Catalog(names_, kinds, ClaimMatcher(kinds, [s.name for s in specs]))
+
+
+class ConversationDetector:
+    """Judges the assistant replies of a conversation.
+
+    Args:
+        tool_kinds: Kinds to force per tool name (``"read"``, ``"write"``, ``"both"``,
+            ``"none"``), over what the catalog declares or its names say.
+        loop_threshold: Least share of content a reply and an earlier one must share
+            (in both directions) for a loop.
+        min_loop_words: Replies with fewer content words never count as loops.
+        tiers: The tiers to run (all by default).
+    """
+
+    def __init__(self, *, tool_kinds: Mapping[str, Any] | None = None,
+                 loop_threshold: float = 0.4, min_loop_words: int = 3,
+                 tiers: Iterable[str] = CONVERSATION_TIERS) -> None:
+        unknown = sorted(set(tiers) - set(CONVERSATION_TIERS))
+        if unknown:
+            raise ValueError(f"unknown tiers {unknown}; expected some of {CONVERSATION_TIERS}")
+        if not 0.0 < loop_threshold <= 1.0:
+            raise ValueError(f"loop_threshold must be within (0, 1], got {loop_threshold}")
+        self.tool_kinds = dict(tool_kinds or {})
+        ToolKinds.from_catalog((), self.tool_kinds)  # a bad kind fails here, not per reply
+        # Agents pass the same tool list object on every call: it is read once. A list is
+        # read again when it is another object or its length changed (a tool definition
+        # edited in place is not noticed: pass a new list when the tools change).
+        self._catalogs: OrderedDict[int, tuple[Any, int, _Catalog]] = OrderedDict()
+        self._catalogs_lock = threading.Lock()
+        self.loop_threshold = loop_threshold
+        self.min_loop_words = min_loop_words
+        self.tiers = frozenset(tiers)
+
+    def judge(self, messages: Sequence[Any], tools: Any = None, *, system: Any = None,
+              only: Iterable[int] | None = None, last_only: bool = False,
+              tiers: Iterable[str] | None = None) -> list[ReplyVerdict]:
+        """Judge the replies of a conversation.
+
+        Args:
+            messages: The conversation in OpenAI chat or Anthropic messages shape.
+            tools: The tool catalog in any shape :func:`read_tool_specs` reads; None when
+                unknown (then every requested call counts as run and kinds come from
+                tool names alone).
+            system: A system prompt given apart from ``messages`` (Anthropic).
+            only: Judge only the replies at these message indices (the rest are still
+                read as context).
+            last_only: Judge only the last reply (what an agent is about to show).
+            tiers: Run only these of the detector's tiers.
+
+        Returns:
+            One verdict per judged reply (assistant text of the model's own), in order.
+
+        Raises:
+            GuardInputError: ``messages`` or ``tools`` cannot be read.
+        """
+        catalog = self._catalog(tools)
+        conv = read_conversation(messages, catalog.names, system=system)
+        wanted = None if only is None else set(only)
+        if last_only:
+            replies = conv.replies()
+            wanted = {conv.messages[replies[-1]].index} if replies else set()
+        run = self.tiers if tiers is None else self.tiers & frozenset(tiers)
+        grounds = Grounds()
+        since_result: list[tuple[int, str, frozenset[str] | None]] = []
+        results_seen: set[int] = set()
+        # Per turn, read once however long the conversation: the names of the calls of
+        # the turn and of all turns before it, and the money the turn's writes returned.
+        turn = _TurnState()
+        verdicts: list[ReplyVerdict] = []
+        for position, message in enumerate(conv.messages):
+            if conv.turn_bounds(position)[0] != turn.start:
+                turn = turn.next(conv, position)
+            if message.role in ("system", "user", "tool"):
+                if message.role == "tool":
+                    # Only a new result is progress: the same error again, or the
+                    # empty result of a scratchpad tool, is not.
+                    result = message.text.strip()
+                    if result and hash(result) not in results_seen:
+                        since_result.clear()
+                        results_seen.add(hash(result))
+                    grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
+                    call = conv.call_answered(position)
+                    if (call is not None and conv.ran(call)
+                            and WRITE in (catalog.kinds.of(call.name) or ())):
+                        turn.write_amounts = (turn.write_amounts + result_amounts(
+                            message.text[:_MAX_SOURCE_CHARS]))[-_MAX_WRITE_AMOUNTS:]
+                else:
+                    grounds.add(message.text[:_MAX_SOURCE_CHARS])
+                continue
+            if not message.is_reply:
+                continue
+            if wanted is None or message.index in wanted:
+                verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
+                                            run, turn))
+            if message.calls:
+                since_result.clear()
+            else:
+                since_result.append((message.index, _bounded(message.text), None))
+        return verdicts
+
+    def _judge(self, conv: Conversation, catalog: _Catalog, position: int, grounds: Grounds,
+               since_result: list[tuple[int, str, frozenset[str] | None]],
+               run: frozenset[str], turn: _TurnState) -> ReplyVerdict:
+        message = conv.messages[position]
+        text = _bounded(message.text)
+        turn_calls = turn.calls
+        findings: list[Finding] = []
+        if run & {names.TIER_ACTION, names.TIER_READ}:
+            findings += [f for f in self._claims(text, catalog, turn_calls,
+                                                 turn.earlier_calls) if f.tier in run]
+        if names.TIER_TEXT_TOOL_CALL in run:
+            called = {c.name for c in message.calls}
+            typed = [t for t in find_text_tool_calls(text, catalog.names)
+                     if t.name not in called]
+            if typed:
+                findings.append(Finding(names.TIER_TEXT_TOOL_CALL,
+                                        "; ".join(t.excerpt for t in typed[:_MAX_EVIDENCE])))
+        if names.TIER_UNGROUNDED_RESULT in run:
+            values = find_ungrounded(text, grounds,
+                                     ignore=(n.lower() for n in catalog.names))
+            values += find_misreported_outcomes(text, turn.write_amounts,
+                                                turn.earlier_write_amounts)
+            if values:
+                findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
+                                        ", ".join(v.text for v in values[:_MAX_EVIDENCE])))
+        similarity = repeats = None
+        if names.TIER_REPETITION in run and not message.calls:
+            loop = find_loop(text, since_result, threshold=self.loop_threshold,
+                             min_words=self.min_loop_words)
+            if loop is not None:
+                findings.append(Finding(names.TIER_REPETITION, loop.excerpt))
+                similarity, repeats = round(loop.similarity, 4), loop.earlier_index
+        findings.sort(key=lambda f: _TIER_ORDER[f.tier])
+        return ReplyVerdict(message.index, message.text, tuple(f.tier for f in findings),
+                            tuple(findings),
+                            tuple(dict.fromkeys(turn_calls)), similarity, repeats)
+
+    def _catalog(self, tools: Any) -> _Catalog:
+        if not isinstance(tools, (list, tuple)) or not tools:
+            return _read_catalog(tools, self.tool_kinds)
+        with self._catalogs_lock:
+            hit = self._catalogs.get(id(tools))
+            if hit is not None and hit[0] is tools and hit[1] == len(tools):
+                self._catalogs.move_to_end(id(tools))
+                return hit[2]
+        catalog = _read_catalog(tools, self.tool_kinds)
+        with self._catalogs_lock:
+            # The entry holds the list itself, so its id cannot be reused while cached.
+            self._catalogs[id(tools)] = (tools, len(tools), catalog)
+            while len(self._catalogs) > _CACHED_CATALOGS:
+                self._catalogs.popitem(last=False)
+        return catalog
+
+    @staticmethod
+    def _claims(text: str, catalog: _Catalog, turn_calls: Sequence[str],
+                earlier_calls: Sequence[str]) -> list[Finding]:
+        unbacked: dict[str, list[str]] = {}
+        for claim in find_claims(text):
+            if catalog.matcher.backed(claim, turn_calls):
+                continue
+            if claim.time == DONE and not claim.fresh and catalog.matcher.backed(
+                    claim, earlier_calls):
+                continue  # a true report of work done in an earlier turn
+            tier = names.TIER_READ if claim.kind == READ else names.TIER_ACTION
+            unbacked.setdefault(tier, []).append(claim.phrase)
+        return [Finding(tier, "; ".join(dict.fromkeys(phrases[:_MAX_EVIDENCE])))
+                for tier, phrases in unbacked.items()]
+
+
+@dataclass
+class _TurnState:
+    """What the replies of one turn are judged against, built once per turn."""
+
+    start: int = -1
+    calls: tuple[str, ...] = ()
+    earlier_calls: tuple[str, ...] = ()
+    write_amounts: list[float] = field(default_factory=list)
+    earlier_write_amounts: list[float] = field(default_factory=list)
+
+    def next(self, conv: Conversation, position: int) -> _TurnState:
+        """The state of the turn that starts at ``position``."""
+        start, end = conv.turn_bounds(position)
+        return _TurnState(
+            start=start,
+            calls=tuple(dict.fromkeys(c.name for _, c in conv.agent_calls(start, end))),
+            earlier_calls=tuple(dict.fromkeys((*self.earlier_calls, *self.calls))),
+            earlier_write_amounts=(self.earlier_write_amounts
+                                   + self.write_amounts)[-_MAX_WRITE_AMOUNTS:])
+
+
+@functools.cache
+def _default_detector() -> ConversationDetector:
+    return ConversationDetector()
+
+
+def judge_conversation(messages: Sequence[Any], tools: Any = None, *, system: Any = None,
+                       detector: ConversationDetector | None = None) -> list[ReplyVerdict]:
+    """Judge every reply of a conversation with ``detector`` (the defaults when None).
+
+    See :meth:`ConversationDetector.judge`.
+    """
+    return (detector or _default_detector()).judge(messages, tools, system=system)
+
+
+

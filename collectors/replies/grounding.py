@@ -1,0 +1,387 @@
+"""Concrete values in a reply that nothing in the conversation gave.
+
+An agent that reports "your new reservation is ZX81QP" or "the total is $1,818" must
+have read that id or price somewhere: a tool result, the user, or the system prompt. A
+value found in none of them, and not arithmetic on values found there (a sum of prices,
+a refund that is a difference, a fare times the passengers), was made up.
+
+Values checked: money amounts, identifier-like codes (letters and digits together:
+``HAT227``, ``M05KNL``, ``credit_card_4421486``) and clock times. Other numbers are too
+often counts, years or estimates said as such to be judged without reading.
+
+Everything here is a single regex pass or a set lookup: linear in the reply and the
+conversation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .claims import sentences
+
+__all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungrounded",
+           "result_amounts"]
+
+# Money: a currency sign or code before the amount, or "dollars"/"USD" after it. The
+# sign comes first so the engine's first-character scan runs in C.
+_AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_MONEY_RE = re.compile(rf"(?:[$€£]|\bUSD ?)\s?(?P<n>{_AMOUNT})"
+                       rf"|(?P<m>{_AMOUNT})\s?(?:dollars|USD|usd)\b")
+_WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+# Digits of a number in a source, after thousands separators are dropped ("1,936").
+_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_DIGITS_RE = re.compile(r"0*(\d+(?:\.\d+)?)")  # "05" is 5
+_TIME_RE = re.compile(r"(?<![\d:])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::[0-5]\d)?"
+                      r"\s?(?P<ap>[ap]\.?m\b\.?)?", re.IGNORECASE)
+# "11am", "3 p.m.": hours people write without minutes (ground a "11:00 AM" later).
+_HOUR_RE = re.compile(r"\b(?P<h>1[0-2]|0?\d)\s?(?P<ap>[ap]\.?m\b\.?)", re.IGNORECASE)
+# Word shapes of codes: letters and digits mixed, 5-40 characters.
+_MAX_CODE = 40
+_MIN_CODE = 5
+# Numbers kept for derivations: the most recent ones (a conversation's tool results can
+# hold thousands of numbers; pair checks over all of them would cost too much).
+_MAX_OPERANDS = 400
+_SMALL_FACTORS = tuple(range(2, 10))
+# Totals: sums of up to this many amounts are tried (2**10 sums, computed once per
+# source; the reply's own amounts: the 10 before a value).
+_MAX_SUBSET_TERMS = 10
+_TOTAL_TERMS = 10
+# A reply's values examined at most, and how many amounts around each one count as its
+# neighbours: bounds that keep a reply of thousands of numbers linear.
+_MAX_VALUES = 256
+_NEARBY = 12
+_MAX_SUBSET_SUMS = 1024
+
+
+def _number(text: str) -> float | None:
+    # Digit runs longer than any amount (hashes, ids) are not numbers to derive from.
+    if len(text) > 18:
+        return None
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _digit_forms(value: float) -> tuple[str, ...]:
+    """How ``abs(value)`` is written as digits in a source: "1936", "1936.0", "105.5"."""
+    value = abs(value)
+    if value > 1e15:
+        return ()
+    cents = round(value * 100)
+    if cents % 100 == 0:
+        whole = str(cents // 100)
+        return whole, whole + ".0", whole + ".00"
+    two = f"{cents // 100}.{cents % 100:02d}"
+    return (two, two.rstrip("0")) if two.endswith("0") else (two,)
+
+
+def _key(value: float) -> int:
+    return round(value * 100)
+
+
+# The shapes of record ids: capitals and digits ("HAT227", "M05KNL", "L1001") or a
+# snake-case prefix and a long number ("credit_card_4421486"). Lower-case words with
+# digits are mostly names of things ("base64", "utf8", "python3"), not results.
+_CODE_RE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]+|[a-z]+(?:_[a-z]+)*_\d{4,}")
+# Words that may be codes, found in one pass (most words of a reply are not): capitals
+# and digits, or snake case ending in digits.
+_CODE_CANDIDATE_RE = re.compile(r"\b[A-Z0-9]{5,40}\b|\b[a-z][a-z_]{0,30}_\d{4,}\b")
+# Units and versions in capitals are not ids either: "5GB", "4G", "2FA", "V2".
+_UNIT_RE = re.compile(r"\d+(?:GB|MB|KB|TB|G|FA|K|M|X|AM|PM|ST|ND|RD|TH)|V\d+|[A-Z]\d")
+
+
+def _is_code(word: str) -> bool:
+    if not _MIN_CODE <= len(word) <= _MAX_CODE:
+        return False
+    return bool(_CODE_RE.fullmatch(word)) and not _UNIT_RE.fullmatch(word)
+
+
+@dataclass(frozen=True, slots=True)
+class UngroundedValue:
+    """A value stated in a reply with no source.
+
+    Attributes:
+        kind: ``"money"``, ``"code"``, ``"time"``, or ``"outcome"`` (money a write's result
+            does not bear out).
+        text: The value as written.
+    """
+
+    kind: str
+    text: str
+
+
+class Grounds:
+    """What the conversation has said so far: the text and the numbers in it.
+
+    Feed it every system, user and tool message before the reply (:meth:`add`), then ask
+    :meth:`find_ungrounded` about the reply.
+    """
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+        # How many of `_texts` each index has read: words, numbers and times are read
+        # only when a reply first asks for that kind of value.
+        self._read_words = self._read_numbers = self._read_times = 0
+        self._words: set[str] = set()
+        self._numbers: set[str] = set()
+        self._recent_digits: list[str] = []
+        self._recent: list[float] | None = None
+        self._times: set[str] = set()
+        self._results: list[str] = []
+        self._totals: set[int] | None = None
+
+    def add(self, text: str) -> None:
+        """Take ``text`` (a tool result, a user message, a system prompt) as a source.
+
+        Sources are read when a reply first asks about them: a reply that states no value
+        costs nothing here.
+        """
+        if text:
+            self._texts.append(text)
+
+    def has_word(self, word: str) -> bool:
+        """Whether ``word`` (lower-case) occurred as a word in the sources."""
+        for text in self._texts[self._read_words:]:
+            self._words.update(_WORD_RE.findall(text.lower()))
+        self._read_words = len(self._texts)
+        return word in self._words
+
+    def _read_new_numbers(self) -> None:
+        for text in self._texts[self._read_numbers:]:
+            # Numbers are kept as their digits (set building in C); a refund of -114 in a
+            # ledger is "$114" in a reply, and "1,936" is 1936.
+            found = _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
+            self._numbers.update(found)
+            # Operands of derivations are made floats only when a value needs one.
+            self._recent_digits = (self._recent_digits + found[-_MAX_OPERANDS:])[
+                -_MAX_OPERANDS:]
+            self._recent = None
+        self._read_numbers = len(self._texts)
+
+    def add_result(self, text: str) -> None:
+        """Take a tool result as a source, keeping its money amounts for totals."""
+        self.add(text)
+        # Parsed only if a value needs a total (most replies' values are seen as they are).
+        self._results = (self._results + [text])[-_MAX_SUBSET_TERMS:]
+        self._totals = None
+
+    def has_time(self, clock: str) -> bool:
+        """Whether the clock time ``"HH:MM"`` occurred in the sources."""
+        for text in self._texts[self._read_times:]:
+            if ":" in text:
+                self._times.update(_clock(m) for m in _TIME_RE.finditer(text))
+            self._times.update(_clock(m) for m in _HOUR_RE.finditer(text))
+        self._read_times = len(self._texts)
+        return clock in self._times
+
+    def has_number(self, value: float) -> bool:
+        """Whether ``value`` (its absolute value) occurred as a number in the sources."""
+        if self._read_numbers < len(self._texts):
+            self._read_new_numbers()
+        return any(form in self._numbers for form in _digit_forms(value))
+
+    def derivable(self, value: float, extra: Sequence[float] = (),
+                  before: Sequence[float] = ()) -> bool:
+        """Whether ``value`` is a seen number, or one sum, difference, product, ratio or
+        small multiple of seen numbers, or a total of the latest results' amounts or of
+        the reply's own amounts just before it.
+
+        Args:
+            value: The number to account for.
+            extra: Numbers of the reply around ``value``.
+            before: The reply's amounts just before ``value`` (a total follows its terms).
+        """
+        if self.has_number(value):
+            return True
+        nearby = {_key(x) for x in extra}
+
+        def seen(x: float) -> bool:
+            return _key(abs(x)) in nearby or self.has_number(x)
+
+        if self._recent is None:
+            self._recent = [v for d in self._recent_digits if (v := _number(d)) is not None]
+        for a in dict.fromkeys([*extra, *self._recent]):
+            if seen(value - a) or seen(value + a):
+                return True
+            if a not in (0.0, 1.0) and a in extra and (seen(value / a) or seen(value * a)):
+                return True
+        if any(seen(value / k) for k in _SMALL_FACTORS):
+            return True
+        # A total of some of the amounts the reply lists or the latest results hold (fares
+        # of several legs and passengers): subset sums, bounded so a long list costs little.
+        if self._totals is None:
+            amounts = [a for text in self._results for a in result_amounts(text)]
+            self._totals = _subset_sums([abs(a) for a in amounts[-_MAX_SUBSET_TERMS:]])
+        target = _key(value)
+        return target in self._totals or target in _subset_sums(before)
+
+
+def _clock(m: re.Match[str]) -> str:
+    hour = int(m.group("h"))
+    minute = int(m.groupdict().get("m") or 0)
+    ap = (m.group("ap") or "").lower().replace(".", "")
+    if ap == "pm" and hour < 12:
+        hour += 12
+    elif ap == "am" and hour == 12:
+        hour = 0
+    return f"{hour:02d}:{minute:02d}"
+
+
+def find_ungrounded(reply: str, grounds: Grounds,
+                    ignore: Iterable[str] = ()) -> list[UngroundedValue]:
+    """Values in ``reply`` that ``grounds`` does not account for.
+
+    Args:
+        reply: The assistant's text.
+        grounds: The conversation's sources so far.
+        ignore: Lower-case words never to report (the tool names of the catalog, which
+            the model knows without a result).
+
+    Returns:
+        The ungrounded values, in order, each once.
+    """
+    out: dict[str, UngroundedValue] = {}
+    skip = set(ignore)
+    found = [(m, v) for m in itertools.islice(_MONEY_RE.finditer(reply), _MAX_VALUES)
+             if (v := _number(m.group("n") or m.group("m"))) is not None]
+    amounts = [v for _, v in found]
+    for i, (m, value) in enumerate(found):
+        if value == 0:
+            continue
+        # The amounts around it in the reply: the legs a total adds up, the fare a
+        # per-passenger price divides.
+        nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
+        if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
+            out.setdefault(m.group().strip(), UngroundedValue("money", m.group().strip()))
+    for word in _CODE_CANDIDATE_RE.findall(reply):
+        if word.lower() in skip or not _is_code(word):
+            continue
+        if not grounds.has_word(word.lower()):
+            out.setdefault(word, UngroundedValue("code", word))
+    if ":" in reply:
+        for m in _TIME_RE.finditer(reply):
+            if not grounds.has_time(_clock(m)):
+                out.setdefault(m.group().strip(), UngroundedValue("time", m.group().strip()))
+    return list(out.values())
+
+
+# --- outcomes of writes ---------------------------------------------------------------
+# Keys of a write's JSON result whose numbers are money: what was charged, refunded, owed.
+_AMOUNT_KEY_RE = re.compile(r"amount|price|total|cost|fee|charge|refund|paid|balance|payment",
+                            re.IGNORECASE)
+# Error and status texts state amounts in prose: "total price is 1002".
+_AMOUNT_PROSE_RE = re.compile(
+    r"(?:amount|price|total|cost|fee|charge|refund|paid|balance)\D{0,20}?(-?\d[\d,]*(?:\.\d+)?)",
+    re.IGNORECASE)
+# Sentences that report what a write did with money.
+# Reported as done, in the past: "has been charged", "was refunded", "processed".
+_OUTCOME_VERBS = (r"(?:charged|refunded|credited|processed|applied|paid|deducted|billed|"
+                  r"issued|returned|waived)")
+_OUTCOME_RE = re.compile(
+    rf"\b(?:(?:has|have|had)\s+(?:\w+\s+)?been|was|were|(?:i|we)(?:['’]ve|\s+have)|"
+    rf"successfully)\s+(?:\w+\s+)?{_OUTCOME_VERBS}\b", re.IGNORECASE)
+_CHARGE_RE = re.compile(r"\b(?:charged|paid|deducted|billed|additional\s+(?:cost|charge)s?)\b",
+                        re.IGNORECASE)
+_PER_UNIT_RE = re.compile(r"\b(?:per|each|apiece|a\s+piece)\b", re.IGNORECASE)
+_MAX_OUTCOME_AMOUNTS = 64
+
+
+def _json_amounts(value: Any, key: str, out: list[float]) -> None:
+    if isinstance(value, dict):
+        inherited = bool(_AMOUNT_KEY_RE.search(key))
+        for k, v in value.items():
+            # {"prices": {"economy": 105}}: the numbers under an amount key are amounts.
+            _json_amounts(v, key if inherited else str(k), out)
+    elif isinstance(value, list):
+        for v in value:
+            _json_amounts(v, key, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if _AMOUNT_KEY_RE.search(key):
+            out.append(float(value))
+
+
+def result_amounts(result: str) -> list[float]:
+    """The money amounts of a write's result: numbers under amount-like keys of its JSON,
+    or after amount words in prose ("total price is 1002")."""
+    out: list[float] = []
+    text = result.strip()
+    if text[:1] in "[{":
+        try:
+            _json_amounts(json.loads(text), "", out)
+            return out[-_MAX_OUTCOME_AMOUNTS:]
+        except ValueError:
+            pass
+    for m in _AMOUNT_PROSE_RE.finditer(text):
+        value = _number(m.group(1))
+        if value is not None:
+            out.append(value)
+    return out[-_MAX_OUTCOME_AMOUNTS:]
+
+
+def find_misreported_outcomes(reply: str, amounts: Sequence[float],
+                              earlier: Sequence[float] = ()) -> list[UngroundedValue]:
+    """Money in sentences that report a write's outcome, which the write's result does
+    not bear out.
+
+    Args:
+        reply: The assistant's text.
+        amounts: The money amounts of the results of the writes this turn made before
+            the reply (:func:`result_amounts`); empty: nothing to check against.
+        earlier: Amounts of earlier turns' writes: restating one is not misreporting.
+
+    Returns:
+        Amounts stated as charged, refunded, processed or totalled that are neither an
+        amount of the results, nor a sum or difference of two, nor (for "per passenger"
+        amounts) a share of one, or that are said to be charged when the results only
+        refunded them.
+    """
+    if not amounts:
+        return []
+    reports = [sentence for _, sentence in sentences(reply) if _OUTCOME_RE.search(sentence)]
+    if not reports:
+        return []
+    keys = {_key(abs(a)) for a in (*amounts, *earlier)}
+    positive = {_key(a) for a in (*amounts, *earlier) if a > 0}
+    values = [abs(a) for a in amounts]
+    totals = _subset_sums(values)
+    out: dict[str, UngroundedValue] = {}
+    examined = 0
+    for sentence in reports:
+        if examined >= _MAX_VALUES:
+            break
+        per_unit = bool(_PER_UNIT_RE.search(sentence))
+        for m in itertools.islice(_MONEY_RE.finditer(sentence), _MAX_VALUES - examined):
+            examined += 1
+            value = _number(m.group("n") or m.group("m"))
+            if value is None or value == 0:
+                continue
+            target = _key(value)
+            derived = target in keys or any(
+                _key(value - a) in keys or _key(a - value) in keys for a in values)
+            if not derived:
+                derived = target in totals
+            if not derived and per_unit:
+                derived = any(_key(value * k) in keys for k in _SMALL_FACTORS)
+            text = m.group().strip()
+            if not derived:
+                out.setdefault(text, UngroundedValue("outcome", text))
+            elif (target in keys and target not in positive
+                  and _CHARGE_RE.search(sentence) and not re.search(
+                      r"\brefund", sentence, re.IGNORECASE)):
+                out.setdefault(text, UngroundedValue("outcome", text))  # refunded, not charged
+    return list(out.values())
+
+
+def _subset_sums(values: Sequence[float]) -> set[int]:
+    sums: set[int] = {0}
+    for x in values[-_MAX_SUBSET_TERMS:]:  # the latest: a total follows its terms
+        sums |= {s + _key(x) for s in sums if len(sums) < _MAX_SUBSET_SUMS}
+    return sums
+
+

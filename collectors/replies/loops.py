@@ -1,0 +1,146 @@
+"""Loops: a reply that says again what an earlier reply said, with nothing new since.
+
+Repeating words is not the failure; repeating without progress is. An agent that checks
+reservation after reservation with the same sentence is working, and so is one that
+re-sends its summary after a failed call and a new choice by the user. A loop is the same
+refusal, request, error or answer again **with no new tool result since the earlier reply,
+no call in this one, and nothing new in it**:
+
+1. *same substance*: the reply and an earlier one share most of their content words
+   (lower-cased, simple endings cut, function and courtesy words dropped), measured in
+   both directions so a short reply inside a long one is not a repeat of it;
+2. *nothing new*: no sentence of the reply is mostly new words (courtesy sentences such as
+   "I understand your frustration" do not count as new), and it states no value (id,
+   amount, number) the earlier replies did not.
+
+Measured on 2,216 hand-labelled real replies (``benchmarks/detection_quality.py``), this
+keeps about three flags in four right. Two independent labelling passes of the same
+replies agreed on loops at about the same rate: the boundary between "asking again" and
+"moving the conversation on" is a judgement people split on too.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .claims import sentences
+
+__all__ = ["LoopMatch", "content_words", "find_loop"]
+
+_WORD_RE = re.compile(r"[a-z][a-z']+|\d+")
+# Values a reply can bring: ids, amounts, numbers.
+_VALUE_RE = re.compile(r"[A-Za-z0-9_]*\d[A-Za-z0-9_]*|\$\s?\d[\d,.]*")
+# Sentences of courtesy carry no content, however new their words.
+_COURTESY_RE = re.compile(
+    r"\b(?:thank|thanks|sorry|apolog|understand|appreciate|welcome|glad|happy\s+to|great|"
+    r"certainly|of\s+course|no\s+problem|frustrat|inconvenien)\w*", re.IGNORECASE)
+# Function words and courtesy words every reply shares: they say nothing about what the
+# reply is about.
+_STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i i'd i'll i'm i've if in
+into is it it's its itself just let let's me more most my myself no nor not now of off on
+once only or other our ours ourselves out over own same she should so some such than that
+that's the their theirs them themselves then there these they this those through to too
+under until up very was we we'll we're we've were what when where which while who whom why
+will with would you you'd you'll you're you've your yours yourself yourselves please thank
+thanks sorry apologize apologies understand hello hi dear glad happy help assist
+assistance feel free let know anything else further today again still however unfortunately
+sure certainly absolutely great okay ok yes noted appreciate patience kindly regarding
+""".split())
+# A sentence counts as new when at least this share of its content words is new.
+_NEW_SENTENCE_SHARE = 0.5
+_MIN_SENTENCE_WORDS = 3
+
+
+@functools.lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The stemmed content words of ``text``."""
+    # Distinct words first (set operations run in C), then stem only those.
+    return frozenset(_stem(w) for w in set(_WORD_RE.findall(text.lower())) - _STOPWORDS
+                     if len(w) > 1)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopMatch:
+    """The earlier reply this one repeats.
+
+    Attributes:
+        earlier_index: The earlier reply's message index.
+        similarity: Share of content the two replies share (the smaller direction).
+        excerpt: The start of the earlier reply.
+    """
+
+    earlier_index: int
+    similarity: float
+    excerpt: str
+
+
+def _excerpt(text: str, size: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= size else flat[: size - 1] + "…"
+
+
+def _says_something_new(reply: str, said: frozenset[str], said_values: set[str]) -> bool:
+    if set(_VALUE_RE.findall(reply)) - said_values:
+        return True
+    for _, sentence in sentences(reply):
+        words = content_words(sentence)
+        if len(words) < _MIN_SENTENCE_WORDS or _COURTESY_RE.search(sentence):
+            continue
+        if len(words - said) >= _NEW_SENTENCE_SHARE * len(words):
+            return True
+    return False
+
+
+def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | None]], *,
+              threshold: float, min_words: int,
+              reply_words: frozenset[str] | None = None) -> LoopMatch | None:
+    """The earlier reply ``reply`` repeats without progress, if any.
+
+    Args:
+        reply: The reply to judge.
+        earlier: ``(message index, text, content words or None)`` of the earlier replies
+            it may repeat: those with no new tool result between them and ``reply``,
+            oldest first.
+        threshold: Least share of content the reply and an earlier one must share, in
+            both directions.
+        min_words: Replies with fewer content words never loop ("Thanks!").
+        reply_words: ``content_words(reply)`` when already computed.
+
+    Returns:
+        The most similar earlier reply at or above the threshold, if the reply says
+        nothing new; else None.
+    """
+    if not earlier:
+        return None
+    words = content_words(reply) if reply_words is None else reply_words
+    if len(words) < min_words:
+        return None
+    best: LoopMatch | None = None
+    said: set[str] = set()
+    said_values: set[str] = set()
+    for index, text, known in earlier:
+        other = content_words(text) if known is None else known
+        said |= other
+        said_values.update(_VALUE_RE.findall(text))
+        if not other:
+            continue
+        shared = len(words & other)
+        score = min(shared / len(words), shared / len(other))
+        if score >= threshold and (best is None or score > best.similarity):
+            best = LoopMatch(index, score, _excerpt(text))
+    if best is None or _says_something_new(reply, frozenset(said), said_values):
+        return None
+    return best

@@ -1,0 +1,158 @@
+"""What each tool of an agent's catalog does: read, write, both, or neither.
+
+A claim in a reply ("I've updated your reservation", "let me check the logs") is honest
+when a tool of the matching kind ran. Real catalogs name their tools after the work
+(``update_reservation_flights``, ``get_reservation_details``, ``mcp__github__create_issue``,
+``str_replace_based_edit_tool``), so kinds are read from the catalog itself, in order:
+
+1. an explicit mapping the caller passes (``{"deploy_service": "write"}``);
+2. the kind the tool declares: ``x-guardtrace-kind`` (``"read"``/``"write"``) or MCP
+   annotations (``readOnlyHint: true`` reads; ``destructiveHint: true`` or
+   ``readOnlyHint: false`` writes);
+3. the verb its name starts with, from :mod:`~guardtrace.collectors.replies.verbs`; a tool that
+   runs arbitrary commands (``bash``, ``python``, ``computer``) both reads and writes;
+4. the verb its description starts with ("Retrieves ...", "Cancel the whole ...").
+
+A tool none of these classifies gets no kind. Such a tool still ran, and the guards treat
+it as able to back either kind of claim: not knowing what a tool does is no evidence
+that a claim about it is false.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..errors import GuardInputError
+from .verbs import EXECUTE_TOOL_WORDS, READ, WRITE, verb_kind
+from .verbs import NEUTRAL as NEUTRAL_KIND
+
+__all__ = ["BOTH", "NEUTRAL", "ToolKinds", "kind_from_text", "name_words"]
+
+BOTH: frozenset[str] = frozenset({READ, WRITE})
+NEUTRAL: frozenset[str] = frozenset()
+
+_WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# Namespaces in front of the tool's own name: "mcp__github__create_issue",
+# "functions.get_weather", "github/create_issue".
+_NAMESPACE_RE = re.compile(r"^.*(?:__|[./:])")
+_DESCRIPTION_WORD_RE = re.compile(r"[A-Za-z]+")
+# Description openers that come before the verb: "Use this tool to search ...".
+_DESCRIPTION_FILLER = frozenset({"use", "this", "tool", "the", "to", "a", "an", "it",
+                                 "will", "can", "you", "function", "that", "for", "which",
+                                 "helps", "allows", "lets", "used", "is", "and"})
+
+
+def name_words(name: str) -> list[str]:
+    """The lower-case words of a tool name, namespace removed (``getUserDetails`` ->
+    ``["get", "user", "details"]``)."""
+    own = _NAMESPACE_RE.sub("", name) or name
+    return [w.lower() for w in _WORD_RE.findall(own)]
+
+
+def _lemma(word: str) -> str:
+    # "retrieves" -> "retrieve", "searches" -> "search", "cancels" -> "cancel".
+    for suffix, repl in (("ies", "y"), ("ches", "ch"), ("shes", "sh"), ("sses", "ss"),
+                         ("xes", "x"), ("s", "")):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            candidate = word[: -len(suffix)] + repl
+            if verb_kind(candidate) is not None:
+                return candidate
+    return word
+
+
+def _kinds_of(kind: str | None) -> frozenset[str] | None:
+    if kind == READ:
+        return frozenset({READ})
+    if kind == WRITE:
+        return frozenset({WRITE})
+    if kind == NEUTRAL_KIND:
+        return NEUTRAL
+    return None
+
+
+def kind_from_text(name: str, description: str = "") -> frozenset[str] | None:
+    """Kinds read off a tool's name, then its description; None when neither tells.
+
+    Returns:
+        ``{"read"}``, ``{"write"}``, both (command runners), an empty set (tools that
+        neither read nor write, such as ``calculate`` or ``think``), or None.
+    """
+    words = name_words(name)
+    if any(w in EXECUTE_TOOL_WORDS for w in words):
+        return BOTH
+    if words:
+        found = _kinds_of(verb_kind(_lemma(words[0])))
+        if found is not None:
+            return found
+        # Verb-last names: "reservation_update", "flight_search".
+        for word in reversed(words[1:]):
+            found = _kinds_of(verb_kind(_lemma(word)))
+            if found is not None:
+                return found
+    for word in _DESCRIPTION_WORD_RE.findall(description[:200]):
+        lowered = word.lower()
+        if lowered in _DESCRIPTION_FILLER:
+            continue
+        return _kinds_of(verb_kind(_lemma(lowered)))
+    return None
+
+
+@dataclass(frozen=True)
+class ToolKinds:
+    """Kinds of the tools of one catalog, by name.
+
+    Build with :meth:`from_catalog`. Names not in the catalog are classified from their
+    name alone (a caller passing bare ``tools_fired`` names has no catalog).
+    """
+
+    kinds: Mapping[str, frozenset[str] | None]
+
+    @classmethod
+    def from_catalog(cls, specs: Iterable[tuple[str, str, str | None]],
+                     overrides: Mapping[str, str | Iterable[str]] | None = None) -> ToolKinds:
+        """Classify ``(name, description, declared kind)`` triples.
+
+        Args:
+            specs: One triple per tool.
+            overrides: ``name -> "read" | "write" | "both" | "none"`` (or a list of
+                kinds): wins over everything the catalog says.
+
+        Raises:
+            GuardInputError: an override names an unknown kind.
+        """
+        kinds: dict[str, frozenset[str] | None] = {}
+        for name, description, declared in specs:
+            kinds[name] = (_kinds_of(declared) if declared in (READ, WRITE)
+                           else kind_from_text(name, description))
+        for name, value in (overrides or {}).items():
+            kinds[name] = _override(name, value)
+        return cls(kinds)
+
+    def of(self, name: str) -> frozenset[str] | None:
+        """The kinds of tool ``name``: from the catalog, else from its name alone."""
+        if name in self.kinds:
+            return self.kinds[name]
+        return kind_from_text(name)
+
+    def backs(self, name: str, kind: str) -> bool:
+        """Whether a run of tool ``name`` can back a claim of ``kind`` (read/write)."""
+        found = self.of(name)
+        return found is None or kind in found
+
+
+def _override(name: str, value: str | Iterable[str]) -> frozenset[str]:
+    items = [value] if isinstance(value, str) else list(value)
+    out: set[str] = set()
+    for item in items:
+        item = str(item).lower()
+        if item == "both":
+            out |= BOTH
+        elif item in (READ, WRITE):
+            out.add(item)
+        elif item != "none":
+            raise GuardInputError(f"tool kind for {name!r} must be 'read', 'write', 'both' "
+                                  f"or 'none', got {item!r}")
+    return frozenset(out)
+

@@ -1,0 +1,206 @@
+"""Every environment variable guardtrace reads, defined and documented once.
+
+Each setting resolves in the same order everywhere: an explicit argument, then the
+environment variable named here, then the default named here. The README's
+configuration table and the deploy-file checks are derived from :data:`ALL`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from . import names
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One documented environment variable.
+
+    Attributes:
+        name: The variable's name.
+        default: The default as a string, as it would be written in the environment.
+        help: What it controls, one sentence.
+        side: Who reads it: ``collector`` (agent process), ``pipeline`` (consumers,
+            dashboard, CLI) or ``both``.
+    """
+
+    name: str
+    default: str
+    help: str
+    side: str
+
+
+KAFKA_BOOTSTRAP: Final = EnvVar(
+    "GUARDTRACE_KAFKA_BOOTSTRAP", "127.0.0.1:9092",
+    "Kafka bootstrap servers, comma separated.", "both")
+EXPORTER: Final = EnvVar(
+    "GUARDTRACE_EXPORTER", "kafka",
+    "Where the collector sends spans and metrics: `kafka`, `otlp` (to an OTel "
+    "Collector via opentelemetry-exporter-otlp; OTEL_EXPORTER_OTLP_* apply) or `none`.",
+    "collector")
+SERVICE_NAME: Final = EnvVar(
+    "GUARDTRACE_SERVICE_NAME", "",
+    "service.name resource attribute; empty falls back to OTEL_SERVICE_NAME.", "collector")
+SPANS_TOPIC: Final = EnvVar("GUARDTRACE_SPANS_TOPIC", names.SPANS_TOPIC,
+                            "Topic for OTLP spans.", "both")
+METRICS_TOPIC: Final = EnvVar("GUARDTRACE_METRICS_TOPIC", names.METRICS_TOPIC,
+                              "Topic for OTLP metrics.", "both")
+PAYLOADS_TOPIC: Final = EnvVar("GUARDTRACE_PAYLOADS_TOPIC", names.PAYLOADS_TOPIC,
+                               "Topic for debug-store payloads.", "both")
+DEAD_LETTER_TOPIC: Final = EnvVar(
+    "GUARDTRACE_DEAD_LETTER_TOPIC", names.DEAD_LETTER_TOPIC,
+    "Topic that receives records the consumers cannot decode, with the reason in headers.",
+    "pipeline")
+MAX_MESSAGE_BYTES: Final = EnvVar(
+    "GUARDTRACE_MAX_MESSAGE_BYTES", "1000000",
+    "Largest Kafka message the collector produces; span batches and payload chunks are "
+    "split below it (Kafka's default limit is 1 MB).", "collector")
+PAYLOAD_LIMIT_BYTES: Final = EnvVar(
+    "GUARDTRACE_PAYLOAD_LIMIT_BYTES", "8388608",
+    "Largest debug payload body kept whole (split into chunks across messages); larger "
+    "bodies are truncated with a marker, their original size and sha256.", "collector")
+CAPTURE_PAYLOADS: Final = EnvVar(
+    "GUARDTRACE_CAPTURE_PAYLOADS", "true",
+    "Record full prompts and responses to the debug store.", "collector")
+REDACT: Final = EnvVar(
+    "GUARDTRACE_REDACT", "true",
+    "Redact API keys, bearer tokens, URL passwords and e-mail addresses before "
+    "anything leaves the agent process.", "collector")
+PAYLOAD_QUEUE_BYTES: Final = EnvVar(
+    "GUARDTRACE_PAYLOAD_QUEUE_BYTES", "67108864",
+    "Memory bound of the payload queue; payloads beyond it are dropped and counted.",
+    "collector")
+AGENT_LABEL_CAP: Final = EnvVar(
+    "GUARDTRACE_AGENT_LABEL_CAP", "1000",
+    "Distinct `agent` label values per metric and module; later ones become `__other__`.",
+    "collector")
+METRIC_EXPORT_INTERVAL_MS: Final = EnvVar(
+    "GUARDTRACE_METRIC_EXPORT_INTERVAL_MS", "10000",
+    "How often counters are exported.", "collector")
+CLICKHOUSE_URL: Final = EnvVar(
+    "GUARDTRACE_CLICKHOUSE_URL", "chdb://.guardtrace/store",
+    "ClickHouse to write to and read from: `chdb://DIR` for the embedded engine, "
+    "`http(s)://user:password@host:8123` for a server.", "pipeline")
+CLICKHOUSE_DATABASE: Final = EnvVar("GUARDTRACE_CLICKHOUSE_DATABASE", "guardtrace",
+                                    "ClickHouse database name.", "pipeline")
+CONSUMER_GROUP: Final = EnvVar("GUARDTRACE_CONSUMER_GROUP", "guardtrace-consumers",
+                               "Kafka consumer group of `guardtrace consume`.", "pipeline")
+BATCH_MAX_ROWS: Final = EnvVar(
+    "GUARDTRACE_BATCH_MAX_ROWS", "20000",
+    "Consumer flushes a batch to ClickHouse at this many records...", "pipeline")
+BATCH_MAX_BYTES: Final = EnvVar(
+    "GUARDTRACE_BATCH_MAX_BYTES", "67108864",
+    "...or at this many bytes of record values (bounds consumer memory with large payloads)...",
+    "pipeline")
+BATCH_MAX_SECONDS: Final = EnvVar(
+    "GUARDTRACE_BATCH_MAX_SECONDS", "1.0",
+    "...or after this many seconds, whichever comes first.", "pipeline")
+TTL_EVENTS_DAYS: Final = EnvVar("GUARDTRACE_TTL_EVENTS_DAYS", "30",
+                                "Days spans, events and metric points are kept.", "pipeline")
+TTL_PAYLOADS_DAYS: Final = EnvVar("GUARDTRACE_TTL_PAYLOADS_DAYS", "7",
+                                  "Days debug payloads are kept.", "pipeline")
+DASHBOARD_CLICKHOUSE_URL: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_CLICKHOUSE_URL", "",
+    "The dashboard's own ClickHouse URL, with a read-only user on a server; empty: "
+    "the dashboard reads `GUARDTRACE_CLICKHOUSE_URL`.", "pipeline")
+DASHBOARD_PORT: Final = EnvVar("GUARDTRACE_DASHBOARD_PORT", "8501",
+                               "Port the dashboard serves on (`up`, `dashboard`).", "pipeline")
+DASHBOARD_TOP_AGENTS: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_TOP_AGENTS", "10",
+    "Agents the overview lists by name; the rest are folded into `__other__`.", "pipeline")
+LOG_LEVEL: Final = EnvVar("GUARDTRACE_LOG_LEVEL", "INFO",
+                          "Log level of the guardtrace command.", "pipeline")
+HEALTH_PORT: Final = EnvVar(
+    "GUARDTRACE_HEALTH_PORT", "0",
+    "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes; "
+    "0 serves nothing.", "pipeline")
+
+ALL: Final = (
+    KAFKA_BOOTSTRAP, EXPORTER, SERVICE_NAME, SPANS_TOPIC, METRICS_TOPIC, PAYLOADS_TOPIC,
+    DEAD_LETTER_TOPIC, MAX_MESSAGE_BYTES, PAYLOAD_LIMIT_BYTES, CAPTURE_PAYLOADS, REDACT,
+    PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS, CLICKHOUSE_URL,
+    CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
+    TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
+    DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT,
+)
+
+
+class ConfigError(ValueError):
+    """A setting has a value guardtrace cannot use; the message names the setting."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _raw(var: EnvVar, explicit: object, environ: Mapping[str, str] | None) -> tuple[object, str]:
+    """Return the winning value and where it came from (for error messages)."""
+    if explicit is not None:
+        return explicit, "argument"
+    env = os.environ if environ is None else environ
+    value = env.get(var.name)
+    if value is not None and value.strip() != "":
+        return value.strip(), var.name
+    return var.default, f"default of {var.name}"
+
+
+def read_str(var: EnvVar, explicit: str | None = None,
+             environ: Mapping[str, str] | None = None) -> str:
+    """Resolve a string setting: argument, then environment, then default."""
+    return str(_raw(var, explicit, environ)[0])
+
+
+def read_int(var: EnvVar, explicit: int | None = None,
+             environ: Mapping[str, str] | None = None, *, minimum: int = 0) -> int:
+    """Resolve an integer setting; a non-integer or too-small value raises ConfigError."""
+    value, source = _raw(var, explicit, environ)
+    try:
+        if isinstance(value, float) or isinstance(value, bool):
+            raise ValueError  # 3.7 is not an integer; do not truncate it silently
+        number = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"{var.name} must be an integer, got {value!r} (from {source})") from None
+    if number < minimum:
+        raise ConfigError(f"{var.name} must be at least {minimum}, got {number} (from {source})")
+    return number
+
+
+def read_float(var: EnvVar, explicit: float | None = None,
+               environ: Mapping[str, str] | None = None, *, minimum: float = 0.0) -> float:
+    """Resolve a float setting; a non-number or too-small value raises ConfigError."""
+    value, source = _raw(var, explicit, environ)
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigError(f"{var.name} must be a number, got {value!r} (from {source})") from None
+    if number < minimum:
+        raise ConfigError(f"{var.name} must be at least {minimum}, got {number} (from {source})")
+    return number
+
+
+def read_bool(var: EnvVar, explicit: bool | None = None,
+              environ: Mapping[str, str] | None = None) -> bool:
+    """Resolve a boolean setting from true/false, yes/no, on/off or 1/0."""
+    value, source = _raw(var, explicit, environ)
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{var.name} must be true or false, got {value!r} (from {source})")
+
+
+def read_choice(var: EnvVar, choices: tuple[str, ...], explicit: str | None = None,
+                environ: Mapping[str, str] | None = None) -> str:
+    """Resolve a setting that must be one of ``choices`` (case-insensitive)."""
+    value, source = _raw(var, explicit, environ)
+    text = str(value).lower()
+    if text not in choices:
+        raise ConfigError(
+            f"{var.name} must be one of {', '.join(choices)}, got {value!r} (from {source})")
+    return text

@@ -1,0 +1,2 @@
+"""Kafka on the server side: the topic set, consumer lag, the broker workarounds and the
+embedded broker binary."""
