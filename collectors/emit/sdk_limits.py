@@ -14,7 +14,7 @@ from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from .telemetry import count_internal
+from .internal import count_internal
 from ...schemas import names
 
 __all__ = ["CountingBatchSpanProcessor", "cardinality_views", "sdk_cardinality_limit"]

@@ -13,16 +13,14 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from opentelemetry import metrics, trace
+from opentelemetry import trace
 
-from ... import __version__
 from . import state as _state
+from .internal import count_hook_error, instruments, internal_totals
 from .payload_body import (
     BODY_ENCODER,
     attribute_text,
@@ -32,23 +30,11 @@ from .payload_body import (
 )
 from ...schemas import names
 
-__all__ = ["GuardTelemetry", "guarded", "new_request_id"]
+# internal_totals is re-exported: the CLI, the simulator and tests read drops from here.
+__all__ = ["GuardTelemetry", "guarded", "internal_totals", "new_request_id", "record_payload"]
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 T = TypeVar("T")
-
-logger = logging.getLogger("guardtrace.collectors")
-
-_ERROR_LOG_INTERVAL_S = 60.0
-_last_error_log: dict[str, float] = {}
-
-
-def log_rate_limited(key: str, message: str, *args: Any) -> None:
-    """Log a warning at most once per interval for ``key`` (errors repeat in bursts)."""
-    now = time.monotonic()
-    if now - _last_error_log.get(key, -_ERROR_LOG_INTERVAL_S) >= _ERROR_LOG_INTERVAL_S:
-        _last_error_log[key] = now
-        logger.warning(message, *args)
 
 
 def new_request_id() -> str:
@@ -73,59 +59,12 @@ def guarded(fallback: Callable[..., T]) -> Callable[[Callable[..., T]], Callable
             try:
                 return func(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - the contract is to never raise
-                _count_hook_error(func.__qualname__, exc)
+                count_hook_error(func.__qualname__, exc)
                 return fallback(*args, **kwargs)
 
         return wrapper
 
     return decorate
-
-
-def _count_hook_error(where: str, exc: BaseException) -> None:
-    log_rate_limited(f"hook:{where}", "guardtrace hook %s failed and was skipped: %r", where, exc)
-    try:
-        _SELF.counter(names.METRIC_HOOK_ERRORS).add(1, {names.ATTR_OPERATION: where})
-    except Exception:  # noqa: BLE001
-        pass
-
-
-class _Instruments:
-    """Tracer, meter and counters for one state generation, created on first use."""
-
-    def __init__(self) -> None:
-        self._generation = -1
-        self._lock = threading.Lock()
-        self._tracer: Any = None
-        self._meter: Any = None
-        self._counters: dict[str, Any] = {}
-
-    def _refresh(self) -> None:
-        """Rebuild tracer, meter and counters if the telemetry state was swapped."""
-        state = _state.current()
-        if state.generation != self._generation:
-            with self._lock:
-                if state.generation != self._generation:
-                    tp = state.tracer_provider or trace.get_tracer_provider()
-                    mp = state.meter_provider or metrics.get_meter_provider()
-                    self._tracer = tp.get_tracer(names.INSTRUMENTATION_NAME, __version__)
-                    self._meter = mp.get_meter(names.INSTRUMENTATION_NAME, __version__)
-                    self._counters = {}
-                    self._generation = state.generation
-
-    def tracer(self) -> Any:
-        self._refresh()
-        return self._tracer
-
-    def counter(self, name: str) -> Any:
-        self._refresh()
-        counter = self._counters.get(name)
-        if counter is None:
-            counter = self._meter.create_counter(name)
-            self._counters[name] = counter
-        return counter
-
-
-_SELF = _Instruments()
 
 
 class GuardTelemetry:
@@ -164,13 +103,13 @@ class GuardTelemetry:
             if span.is_recording():
                 span.add_event(name, attrs)
                 return
-            with _SELF.tracer().start_as_current_span(
+            with instruments.tracer().start_as_current_span(
                 f"guardtrace.{self.operation}",
                 attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module},
             ) as own_span:
                 own_span.add_event(name, attrs)
         except Exception as exc:  # noqa: BLE001
-            _count_hook_error(f"{self.operation}.event", exc)
+            count_hook_error(f"{self.operation}.event", exc)
 
     # -- counters ----------------------------------------------------------------------
     def count(self, metric: str, *, agent: str | None = None, value: int = 1,
@@ -182,13 +121,13 @@ class GuardTelemetry:
                 label, overflowed = _state.current().limiter.admit(metric, self.module, agent)
                 attrs[names.ATTR_AGENT] = label
                 if overflowed:
-                    _SELF.counter(names.METRIC_LABEL_OVERFLOW).add(
+                    instruments.counter(names.METRIC_LABEL_OVERFLOW).add(
                         1, {names.ATTR_METRIC: metric, names.ATTR_MODULE: self.module})
             if labels:
                 attrs.update(labels)
-            _SELF.counter(metric).add(value, attrs)
+            instruments.counter(metric).add(value, attrs)
         except Exception as exc:  # noqa: BLE001
-            _count_hook_error(f"{self.operation}.count", exc)
+            count_hook_error(f"{self.operation}.count", exc)
 
     # -- structured logs ---------------------------------------------------------------
     def log(self, level: int, message: str, *, request_id: str, status: str | None = None,
@@ -212,7 +151,7 @@ class GuardTelemetry:
             self._log.log(level, "%s %s", message, json.dumps(record, default=str),
                           extra={"guardtrace": record})
         except Exception as exc:  # noqa: BLE001
-            _count_hook_error(f"{self.operation}.log", exc)
+            count_hook_error(f"{self.operation}.log", exc)
 
     # -- debug payloads ------------------------------------------------------------------
     def payload(self, request_id: str, kind: str, body: Any, **attributes: Any) -> bool:
@@ -255,37 +194,5 @@ def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> 
                  for k, v in attributes.items() if v is not None}
         return sink.record(request_id, kind, text, attrs)
     except Exception as exc:  # noqa: BLE001
-        _count_hook_error("record_payload", exc)
+        count_hook_error("record_payload", exc)
         return False
-
-
-_internal_totals: dict[tuple[str, str], int] = {}
-_internal_lock = threading.Lock()
-
-
-def count_internal(metric: str, value: int, attributes: Mapping[str, str]) -> None:
-    """Add to one of guardtrace's own counters (drops, sends); never raises.
-
-    Besides the OTel counter, a process-local tally is kept (see :func:`internal_totals`):
-    when Kafka is down the counter cannot be exported, yet the agent, ``emit-test`` and
-    tests still need to see that telemetry was dropped.
-    """
-    reason = str(attributes.get(names.ATTR_REASON, ""))
-    with _internal_lock:
-        _internal_totals[(metric, reason)] = _internal_totals.get((metric, reason), 0) + value
-    try:
-        _SELF.counter(metric).add(value, dict(attributes))
-    except Exception:  # noqa: BLE001
-        pass
-
-
-def internal_totals(metric: str | None = None) -> dict[str, int]:
-    """Process-lifetime totals of guardtrace's own counters, keyed ``metric`` or
-    ``metric{reason}``; with ``metric``, only that metric's entries."""
-    with _internal_lock:
-        items = list(_internal_totals.items())
-    out: dict[str, int] = {}
-    for (name, reason), total in items:
-        if metric is None or name == metric:
-            out[f"{name}{{{reason}}}" if reason else name] = total
-    return out

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .kafka_producer import LazyProducer
 from .otlp_split import SplitResult, split_metrics_request, split_trace_request
-from ..emit.telemetry import count_internal, log_rate_limited
+from ..emit.internal import count_internal, log_rate_limited
 from ...schemas import names
 
 __all__ = ["KafkaMetricExporter", "KafkaSpanExporter"]

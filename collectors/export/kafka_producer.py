@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from ..emit.telemetry import log_rate_limited
+from ..emit.internal import log_rate_limited
 
 __all__ = ["LazyProducer"]
 

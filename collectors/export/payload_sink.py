@@ -30,7 +30,7 @@ from ..config import CollectorConfig
 from .kafka_producer import LazyProducer
 from ..emit.payload_body import encode_body, text_bytes
 from ..emit.redaction import Redactor
-from ..emit.telemetry import count_internal, log_rate_limited
+from ..emit.internal import count_internal, log_rate_limited
 from ...schemas import names
 from ...schemas.payload_record import PayloadRecord, encode
 
