@@ -13,11 +13,14 @@ Three guards decide whether an LLM hallucinated and act on it:
 Every decision emits the same telemetry: a span event with ``request_id`` first, a
 counter with a capped ``agent`` label, a structured log line and a debug payload.
 Nothing needs :func:`configure`: unconfigured, guards still decide, and emit into the
-OTel no-op API.
+OTel no-op API. Importing the hooks loads neither the OpenTelemetry SDK nor the Kafka
+client: ``configure`` does, and the export classes below load on first access.
 
     from .. import collectors
     collectors.configure(kafka_bootstrap="kafka:9092", service_name="travel-agent")
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .emit.cardinality import AgentLabelLimiter
 from .config import CollectorConfig
@@ -34,8 +37,6 @@ from .replies.fabrication import (
     FabricationVerdict,
     detect_fabrication,
 )
-from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
-from .export.payload_sink import KafkaPayloadSink
 from .plans.retry import (
     PlanAttempt,
     PlanGenerationError,
@@ -111,3 +112,30 @@ __all__ = [
     "tool_names_from_openai",
     "validate_plan",
 ]
+
+# The export path (kafka-python, the OTLP encoders) loads on first access, not on import:
+# an agent pays for it only once it configures telemetry or names these classes.
+_LAZY_EXPORTS = {
+    "KafkaMetricExporter": ".export.kafka_exporters",
+    "KafkaSpanExporter": ".export.kafka_exporters",
+    "KafkaPayloadSink": ".export.payload_sink",
+}
+
+if TYPE_CHECKING:
+    from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+    from .export.payload_sink import KafkaPayloadSink
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_EXPORTS))

@@ -11,25 +11,27 @@ import logging
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter
-
+from ..schemas import environment_variables as env
+from .config import CollectorConfig
 from .emit import state as _state
 from .emit.cardinality import AgentLabelLimiter
-from .config import CollectorConfig
-from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
-from .export.kafka_producer import LazyProducer
-from .export.payload_sink import KafkaPayloadSink
 from .emit.redaction import Redactor
-from .emit.sdk_limits import CountingBatchSpanProcessor, cardinality_views
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from .export.kafka_producer import LazyProducer
 
 __all__ = ["Telemetry", "configure", "force_flush", "shutdown"]
+
+# The OTLP/gRPC export mode needs grpc, which the core install leaves out (pyproject.toml).
+OTLP_GRPC_INSTALL = "pip install 'guardtrace[otlp-grpc]'"
 
 logger = logging.getLogger("guardtrace.collectors")
 
@@ -93,6 +95,18 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
     Raises:
         guardtrace.schemas.environment_variables.ConfigError: a setting is unusable.
     """
+    # The SDK and the export path are imported here, not at module level: an agent that
+    # imports the hooks and never configures them loads no Kafka client and no SDK.
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from .emit.sdk_limits import CountingBatchSpanProcessor, cardinality_views
+    from .export.kafka_producer import LazyProducer
+    from .export.payload_sink import KafkaPayloadSink
+
     global _active
     with _lock:
         if _active is not None:
@@ -100,6 +114,8 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
                           "configuration stays in effect", RuntimeWarning, stacklevel=2)
             return _active
         config = CollectorConfig.resolve(**settings)
+        if config.exporter == "otlp":
+            _otlp_grpc_exporters()  # a missing extra fails here, before anything starts
         redactor = Redactor(extra_rules=redaction_rules or {}, enabled=config.redact)
         resource = Resource.create(
             {SERVICE_NAME: config.service_name} if config.service_name else {})
@@ -139,20 +155,34 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
 
 def _exporters(config: CollectorConfig, producer: LazyProducer | None,
                resource: Resource) -> tuple[SpanExporter | None, MetricExporter | None]:
+    from opentelemetry.sdk.resources import SERVICE_NAME
+
     if config.exporter == "kafka":
+        from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+
         assert producer is not None
         service = str(resource.attributes.get(SERVICE_NAME, ""))
         return (KafkaSpanExporter(producer, config.spans_topic, config.max_message_bytes),
                 KafkaMetricExporter(producer, config.metrics_topic, config.max_message_bytes,
                                     service_key=service))
     if config.exporter == "otlp":
-        # Imported here: agents on the Kafka path never load gRPC.
+        span_exporter, metric_exporter = _otlp_grpc_exporters()
+        # Endpoint, headers and TLS come from the standard OTEL_EXPORTER_OTLP_* variables.
+        return span_exporter(), metric_exporter()
+    return None, None
+
+
+def _otlp_grpc_exporters() -> tuple[type[SpanExporter], type[MetricExporter]]:
+    """The OTLP/gRPC exporter classes, imported only in that mode (Kafka agents never
+    load grpc); without the ``otlp-grpc`` extra, a ConfigError that says how to get it."""
+    try:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        # Endpoint, headers and TLS come from the standard OTEL_EXPORTER_OTLP_* variables.
-        return OTLPSpanExporter(), OTLPMetricExporter()
-    return None, None
+    except ImportError as exc:
+        raise env.ConfigError(
+            f"{env.EXPORTER.name}=otlp exports over OTLP/gRPC, which this install lacks "
+            f"({exc.name or exc} is missing): {OTLP_GRPC_INSTALL}") from exc
+    return OTLPSpanExporter, OTLPMetricExporter
 
 
 def force_flush(timeout_s: float = 10.0) -> bool:

@@ -488,6 +488,25 @@ def test_agent_import_does_not_load_pipeline_dependencies() -> None:
     assert roots & forbidden == set()
 
 
+def test_a_bare_import_of_the_hooks_loads_no_kafka_client_and_no_sdk() -> None:
+    program = (
+        "import json, sys\n"
+        "import guardtrace.collectors as c\n"
+        "loaded = sorted(sys.modules)\n"
+        "c.KafkaSpanExporter  # the export classes load on first access\n"
+        "print(json.dumps([loaded, sorted(sys.modules)]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 0, result.stderr
+    loaded, after_access = json.loads(result.stdout.strip().splitlines()[-1])
+    roots = {name.split(".")[0] for name in loaded}
+    assert "guardtrace.collectors" in loaded and "kafka" not in roots
+    assert "opentelemetry.sdk" not in loaded and "guardtrace.collectors.export" not in loaded
+    assert "kafka" in after_access
+    assert set(collectors.__all__) <= set(dir(collectors))
+
+
 def test_lazy_producer_for_compressed_values_gives_up_promptly_too() -> None:
     producer = LazyProducer(_down(), 1_000_000)
     done = threading.Event()

@@ -294,6 +294,20 @@ def test_bad_patterns_are_rejected_at_construction(regex: str, weight: float,
         CriticalityPattern("broken", regex, VERIFY, weight)
 
 
+def test_the_shipped_bank_compiles_on_first_use_and_every_regex_in_it_compiles() -> None:
+    deferred = CriticalityPattern("broken", r"(unclosed", VERIFY, 0.5, compile_now=False)
+    with pytest.raises(GuardInputError, match="invalid regex"):
+        _ = deferred.compiled
+    for pattern in DEFAULT_PATTERNS + WHICH_WHAT_PATTERNS:
+        assert pattern.compiled.pattern == pattern.regex
+
+
+def test_deferred_and_eager_patterns_decide_alike() -> None:
+    eager = CriticalityGate([dataclasses.replace(p, compile_now=True) for p in DEFAULT_PATTERNS])
+    for question in (OCTOBER, "How many r's are in strawberry?", "Which flight is cheapest?"):
+        assert eager.assess(question) == default_gate().assess(question)
+
+
 # -- offline scanner input --------------------------------------------------------------
 def test_scan_question_input() -> None:
     out = scan_question_input({"id": "q1", "question": OCTOBER})
