@@ -23,19 +23,26 @@ a real Tansu broker:
 * Kafka unreachable: the same emit path with the collector pointed at a port nothing
   listens on (queues fill, drops are counted). Target: p99 within 2x of the reachable
   case; the hot path never waits for Kafka.
+* import: ``import guardtrace.collectors`` in fresh interpreters, timed inside each one
+  around the import alone (median of ``--import-runs``), next to ``import json`` timed
+  the same way and the wall time of ``python -c pass`` (interpreter start). Bytecode is
+  cached first, as an installed package has it. Target: median under 100 ms, and no
+  Kafka client module loaded by the import.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import Report, collector_settings, log, services, summarize_ns
+from _common import Report, collector_settings, log, percentile, services, summarize_ns
 
 from guardtrace.transport.broker import free_port
 from guardtrace.schemas import names
@@ -45,6 +52,17 @@ TARGET_CONVERSATION_MEDIAN_US = 1000.0
 TARGET_ADVERSARIAL_S = 1.0
 ADVERSARIAL_BYTES = 1 << 20
 TARGET_UNREACHABLE_P99_RATIO = 2.0
+TARGET_IMPORT_MEDIAN_MS = 100.0
+HOOKS_MODULE = "guardtrace.collectors"
+# Run in a fresh interpreter: the import alone, timed from inside, and whether it loaded
+# the Kafka client.
+_IMPORT_PROGRAM = """
+import sys, time
+started = time.perf_counter()
+import {module}
+elapsed = time.perf_counter() - started
+print(elapsed * 1000, sum(name.split(".")[0] == "kafka" for name in sys.modules))
+"""
 
 # Words of random letters: replies share few character 4-shingles, as real replies
 # do, so the repetition tier fires only on the replies meant to repeat.
@@ -270,15 +288,53 @@ def bench_emit(bootstrap: str, topics: Any, calls: int, flush: bool) -> dict[str
     return {"emit": summarize_ns(emit_ns), "bare": summarize_ns(bare_ns), "dropped": dropped}
 
 
+def bench_import(runs: int) -> dict[str, Any]:
+    """Medians, in ms, of importing the hooks and ``json`` in fresh interpreters, and of
+    starting an interpreter at all (``python -c pass``, wall time)."""
+    # A checkout writes its bytecode on first import, an installed package has it from
+    # pip: allow the cache and warm it once, so every timed run reads bytecode.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def fresh(program: str) -> str:
+        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                              text=True, timeout=60, check=True)
+        return done.stdout
+
+    fresh(_IMPORT_PROGRAM.format(module=HOOKS_MODULE))
+    hooks_ms: list[float] = []
+    json_ms: list[float] = []
+    start_ms: list[float] = []
+    kafka_modules = 0
+    for _ in range(runs):  # interleaved, so load drifts hit all three alike
+        elapsed, kafka = fresh(_IMPORT_PROGRAM.format(module=HOOKS_MODULE)).split()
+        hooks_ms.append(float(elapsed))
+        kafka_modules = max(kafka_modules, int(kafka))
+        json_ms.append(float(fresh(_IMPORT_PROGRAM.format(module="json")).split()[0]))
+        started = time.perf_counter()
+        fresh("pass")
+        start_ms.append((time.perf_counter() - started) * 1000)
+    return {"hooks_ms": round(percentile(hooks_ms, 50), 1),
+            "hooks_p90_ms": round(percentile(hooks_ms, 90), 1),
+            "json_ms": round(percentile(json_ms, 50), 1),
+            "interpreter_start_ms": round(percentile(start_ms, 50), 1),
+            "kafka_modules_loaded": kafka_modules, "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000, help="emit calls per case")
     parser.add_argument("--guard-calls", type=int, default=2_000, help="calls per guard case")
+    parser.add_argument("--import-runs", type=int, default=21,
+                        help="fresh interpreters per import case")
     parser.add_argument("--quick", action="store_true", help="smoke size")
     args = parser.parse_args(argv)
     if args.quick:
         args.calls, args.guard_calls = min(args.calls, 3_000), min(args.guard_calls, 300)
-    report = Report("hook_overhead", {"calls": args.calls, "guard_calls": args.guard_calls})
+        args.import_runs = min(args.import_runs, 7)
+    report = Report("hook_overhead", {"calls": args.calls, "guard_calls": args.guard_calls,
+                                      "import_runs": args.import_runs})
+    log(f"import {HOOKS_MODULE} in fresh interpreters")
+    imports = bench_import(args.import_runs)
     # The guards' structured log lines are built as in an agent, then discarded here.
     guard_logs = logging.getLogger("guardtrace")
     guard_logs.addHandler(logging.NullHandler())
@@ -307,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
                  ["call", "median us", "p99 us", "mean us", "calls"], rows)
     report.table("1 MB of adversarial text, worst over 19 constructions (best of 3 each)",
                  ["detector", "seconds"], [[name, s] for name, s in adversarial.items()])
+    report.table(f"import, fresh interpreters, median of {imports['runs']}",
+                 ["case", "median ms"],
+                 [["python -c pass (interpreter start, wall; baseline)",
+                   imports["interpreter_start_ms"]],
+                  ["import json (baseline)", imports["json_ms"]],
+                  [f"import {HOOKS_MODULE}", imports["hooks_ms"]]])
     ratio = reachable["emit"]["median_us"] / reachable["bare"]["median_us"]
     p99_ratio = unreachable["emit"]["p99_us"] / reachable["emit"]["p99_us"]
     report.figures.update({
@@ -318,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         "emit_unreachable": unreachable["emit"], "bare_unreachable": unreachable["bare"],
         "unreachable_vs_reachable_p99": round(p99_ratio, 3),
         "dropped_reachable": reachable["dropped"], "dropped_unreachable": unreachable["dropped"],
+        "import": imports,
     })
     report.target("check_conversation median, 2 KB reply, 20 messages",
                   guards["check_conversation, 2 KB reply, 20 messages"]["median_us"], "<=",
@@ -328,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     report.target("emit p99, Kafka unreachable / reachable", p99_ratio, "<=",
                   TARGET_UNREACHABLE_P99_RATIO, "x")
     report.target("drops with Kafka reachable", sum(reachable["dropped"].values()), "==", 0)
+    report.target(f"import {HOOKS_MODULE}, median", imports["hooks_ms"], "<",
+                  TARGET_IMPORT_MEDIAN_MS, "ms")
+    report.target(f"kafka modules loaded by import {HOOKS_MODULE}",
+                  imports["kafka_modules_loaded"], "==", 0)
     if args.quick:
         report.notes.append("--quick size: a smoke run, not the benchmark's figures")
     return report.finish()
