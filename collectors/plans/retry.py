@@ -42,26 +42,23 @@ a failure there never changes the outcome):
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..emit.telemetry import GuardTelemetry, new_request_id
+from .retry_prompts import build_enhanced_request, build_retry_feedback
+from .retry_telemetry import RetryReporter
 from .validation import (
     OPERATION,  # noqa: F401 - re-exported: it used to be defined here
     PLANNING_TELEMETRY,
     STATUS_DETECTED,  # noqa: F401 - re-exported: it used to be defined here
     AllowedTools,
     PlanErrorType,
-    PlanIssue,
     PlanStep,
     PlanValidationResult,
-    report_hallucinations,
     validate_plan,
 )
-from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
-from ...schemas import names
 
 __all__ = [
     "GeneratedPlan",
@@ -79,20 +76,6 @@ __all__ = [
 
 # One telemetry for the planning module: validate_plan and the loop emit alike.
 _TELEMETRY = PLANNING_TELEMETRY
-
-# Keys of the hallucination debug payload body (besides names.ATTR_* ones).
-_BODY_PROMPT = "prompt"
-_BODY_RESPONSE = "response"
-_BODY_ALLOWED = "allowed"
-_BODY_RETRY = "retry"
-_BODY_ERRORS = "errors"
-
-# Values of the log `status` field (STATUS_DETECTED comes with validate_plan's emitter).
-STATUS_INVALID = "invalid"
-STATUS_RECOVERED = "recovered"
-STATUS_UNRECOVERABLE = "unrecoverable"
-STATUS_REGENERATION_FAILED = "regeneration_failed"
-STATUS_RESELECT_FAILED = "reselect_failed"
 
 
 @dataclass(frozen=True)
@@ -240,237 +223,6 @@ class PlanRegenerationError(PlanGenerationError):
     """
 
 
-# --- prompts -----------------------------------------------------------------------------
-
-def _step_of(result: PlanValidationResult, issue: PlanIssue) -> PlanStep | None:
-    for step in result.steps:
-        if step.step_id == issue.step:
-            return step
-    return None
-
-
-def build_enhanced_request(request: str, result: PlanValidationResult) -> str:
-    """``request`` plus a capability hint describing what the invented tools were for.
-
-    Generic on purpose: it repeats the failed steps' instruction, agent name and
-    capability instead of mapping them to known tools, so a tool selector (an LLM or a
-    search) can match them semantically to tools that exist, in any domain.
-
-    Args:
-        request: The original request.
-        result: A validation result with hallucinations.
-
-    Returns:
-        The request, unchanged when there is nothing to describe.
-    """
-    parts: list[str] = []
-    seen: set[tuple[str | None, str | None]] = set()
-    for issue in result.hallucinations:
-        step = _step_of(result, issue)
-        capability = issue.capability or (step.capability if step else None)
-        if (issue.tool, capability) in seen:
-            continue
-        seen.add((issue.tool, capability))
-        bits = []
-        if step is not None and step.instruction:
-            bits.append(f"perform: {step.instruction.strip()}")
-        if issue.tool:
-            bits.append(f"agent type: {issue.tool}")
-        if capability:
-            bits.append(f"capability: {capability}")
-        if bits:
-            parts.append("; ".join(bits))
-    if not parts:
-        return request
-    return (f"{request}\n\n[CAPABILITY_HINT: The request needs a tool that can "
-            f"{' | '.join(parts)}. The planner tried to use a tool that does not exist; "
-            f"include any available tools with similar capabilities in the selection.]")
-
-
-def _capability_hint(result: PlanValidationResult) -> str:
-    hints = []
-    for issue in result.hallucinations:
-        step = _step_of(result, issue)
-        hint = issue.capability or (step.capability if step else None) or issue.tool
-        if hint and hint not in hints:
-            hints.append(hint)
-    return ", ".join(f"'{h}'" for h in hints)
-
-
-def build_retry_feedback(result: PlanValidationResult, allowed: Any) -> str:
-    """The text that must open the retry prompt.
-
-    It names every problem of the rejected plan (invented tools and capabilities with
-    suggestions from ``allowed``, dependency errors), lists ``allowed``, says the needed
-    capability may exist under another name, and permits a zero-step plan.
-
-    Args:
-        result: The rejected plan's validation result.
-        allowed: The allowed list of the retry (possibly reselected), any accepted form.
-
-    Returns:
-        Plain text, without trailing blank lines.
-    """
-    catalog = AllowedTools.parse(allowed)
-    lines = ["YOUR PREVIOUS PLAN WAS REJECTED. Problems found:"]
-    for issue in result.errors:
-        if issue.error_type is PlanErrorType.HALLUCINATED_TOOL:
-            # Suggestions are recomputed: after a reselection the old ones may be gone.
-            near = catalog.suggest(issue.tool or "")
-            line = (f"- Step '{issue.step}' used '{issue.tool}', which does NOT exist: it "
-                    f"is not in the allowed list.")
-            if near:
-                line += f" Closest allowed: {', '.join(near)}."
-        elif issue.error_type is PlanErrorType.HALLUCINATED_CAPABILITY:
-            line = (f"- Step '{issue.step}' asked '{issue.tool}' for capability "
-                    f"'{issue.capability}', which '{issue.tool}' does NOT offer.")
-            if issue.suggested_tools:
-                line += f" Closest: {', '.join(issue.suggested_tools)}."
-        else:
-            line = f"- {issue.message}"
-        lines.append(line)
-    rules = [
-        "Use ONLY the tools listed under \"Allowed tools\" below, spelled exactly as "
-        "listed.",
-        "Do not invent, guess or rename tools, agents or capabilities.",
-    ]
-    if result.hallucinations:
-        rules.append(f"The capability you were trying to use ({_capability_hint(result)}) "
-                     f"may be available under a DIFFERENT name: check the list carefully.")
-    if any(not issue.is_hallucination for issue in result.errors):
-        rules.append("Give every step a unique id; a step may depend only on earlier "
-                     "steps of the same plan, never on itself, and never in a cycle.")
-    rules.append("If no allowed tool can fulfil the request, return a plan with ZERO "
-                 "steps (an empty steps list); that is a valid answer.")
-    lines.append("")
-    lines.append("Rules for this retry:")
-    lines.extend(f"{i}. {rule}" for i, rule in enumerate(rules, start=1))
-    lines.append("")
-    if len(catalog):
-        lines.append(f"Allowed tools ({catalog.agent_count}):")
-        lines.extend(f"- {line}" for line in catalog.describe())
-    else:
-        lines.append("Allowed tools: none.")
-    return "\n".join(lines)
-
-
-# --- telemetry ---------------------------------------------------------------------------
-
-def _skip(*_args: Any, **_kwargs: Any) -> None:
-    return None
-
-
-class _Reporter:
-    """All telemetry of one run. Every method is guarded: telemetry cannot change the
-    outcome, even with a custom ``GuardTelemetry`` that raises."""
-
-    def __init__(self, telemetry: GuardTelemetry, request_id: str, budget: int) -> None:
-        self.t = telemetry
-        self.request_id = request_id
-        self.budget = budget
-        self.start = time.perf_counter()
-
-    def ms(self) -> float:
-        return (time.perf_counter() - self.start) * 1000.0
-
-    @guarded(_skip)
-    def detected(self, result: PlanValidationResult, attempt: PlanAttempt, plan: Any,
-                 prompt: str | None) -> None:
-        catalog = result.allowed
-        report_hallucinations(result, request_id=self.request_id, telemetry=self.t,
-                              retry=attempt.retry, max_retries=self.budget,
-                              duration_ms=self.ms())
-        hallucinated = list(result.hallucinated_names)
-        self.t.payload(self.request_id, names.PAYLOAD_KIND_HALLUCINATION, {
-            _BODY_PROMPT: prompt if prompt is not None else attempt.compose(attempt.request),
-            _BODY_RESPONSE: plan,
-            _BODY_ALLOWED: list(catalog.names),
-            names.ATTR_HALLUCINATED_AGENT: hallucinated[0],
-            names.ATTR_HALLUCINATED_AGENTS: hallucinated,
-            _BODY_RETRY: attempt.retry,
-            _BODY_ERRORS: [e.to_dict() for e in result.errors],
-        }, **{names.ATTR_HALLUCINATED_AGENT: hallucinated[0],
-              names.ATTR_HALL_RETRY: str(attempt.retry)})
-
-    @guarded(_skip)
-    def invalid(self, result: PlanValidationResult, attempt: PlanAttempt) -> None:
-        self.t.log(logging.WARNING, "LLM planner produced a plan with invalid dependencies",
-                   request_id=self.request_id, status=STATUS_INVALID,
-                   error="; ".join(e.message for e in result.errors),
-                   duration_ms=self.ms(),
-                   **{names.ATTR_ERROR_TYPE: sorted({str(e.error_type) for e in result.errors}),
-                      names.ATTR_HALL_RETRY: attempt.retry,
-                      names.ATTR_MAX_HALL_RETRIES: self.budget})
-
-    @guarded(_skip)
-    def reselect_failed(self, exc: BaseException, retry: int) -> None:
-        self.t.log(logging.WARNING, "Tool reselection failed; retrying with the previous "
-                   "allowed list", request_id=self.request_id, status=STATUS_RESELECT_FAILED,
-                   error=f"{type(exc).__name__}: {exc}", duration_ms=self.ms(),
-                   **{names.ATTR_HALL_RETRY: retry})
-
-    @guarded(_skip)
-    def retrying(self, attempt: PlanAttempt, previous: AllowedTools) -> None:
-        self.t.log(logging.DEBUG, "Retrying plan generation", request_id=self.request_id,
-                   duration_ms=self.ms(), original_tool_count=previous.agent_count,
-                   new_tool_count=len(attempt.allowed_names),
-                   **{names.ATTR_HALL_RETRY: attempt.retry})
-
-    @guarded(_skip)
-    def regeneration_complete(self, retry: int) -> None:
-        self.t.event(names.EVENT_HALLUCINATION_REGENERATION_COMPLETE, self.request_id,
-                     {names.ATTR_HALL_RETRY: retry})
-
-    @guarded(_skip)
-    def regeneration_failed(self, exc: BaseException, retry: int,
-                            hallucinated: tuple[str, ...]) -> None:
-        error = f"{type(exc).__name__}: {exc}"
-        first = hallucinated[0] if hallucinated else None
-        self.t.event(names.EVENT_HALLUCINATION_REGENERATION_FAILED, self.request_id, {
-            names.ATTR_ERROR: error,
-            names.ATTR_HALL_RETRY: retry,
-            names.ATTR_HALLUCINATED_AGENT: first,
-            names.ATTR_AGENT: first,
-        })
-        self.t.log(logging.ERROR, "Plan regeneration failed during hallucination retry",
-                   request_id=self.request_id, status=STATUS_REGENERATION_FAILED,
-                   error=error, duration_ms=self.ms(),
-                   **{names.ATTR_HALL_RETRY: retry, names.ATTR_MAX_HALL_RETRIES: self.budget})
-
-    @guarded(_skip)
-    def recovered(self, retries_used: int) -> None:
-        self.t.event(names.EVENT_HALLUCINATION_RECOVERED, self.request_id,
-                     {names.ATTR_RETRIES_USED: retries_used})
-        self.t.count(names.METRIC_HALLUCINATION_RECOVERED,
-                     labels={names.ATTR_RETRIES_USED: str(retries_used)})
-        self.t.log(logging.INFO, "LLM planner hallucination recovered after retry",
-                   request_id=self.request_id, status=STATUS_RECOVERED,
-                   duration_ms=self.ms(), **{names.ATTR_RETRIES_USED: retries_used})
-
-    @guarded(_skip)
-    def unrecoverable(self, result: PlanValidationResult, retries: int, error: str) -> None:
-        issue = result.hallucinations[0]
-        self.t.event(names.EVENT_HALLUCINATION_UNRECOVERABLE, self.request_id, {
-            names.ATTR_HALLUCINATED_AGENT: issue.tool,
-            names.ATTR_AGENT: issue.tool,
-            names.ATTR_RETRIES_EXHAUSTED: retries,
-            names.ATTR_ERROR_TYPE: str(issue.error_type),
-        })
-        self.t.count(names.METRIC_HALLUCINATION_UNRECOVERABLE, agent=issue.tool)
-        self.t.log(logging.ERROR, "LLM planner hallucination unrecoverable after retries",
-                   request_id=self.request_id, status=STATUS_UNRECOVERABLE, error=error,
-                   duration_ms=self.ms(),
-                   **{names.ATTR_HALLUCINATED_AGENT: issue.tool,
-                      names.ATTR_HALLUCINATED_AGENTS: list(result.hallucinated_names),
-                      names.ATTR_RETRIES_EXHAUSTED: retries})
-
-    @guarded(_skip)
-    def dependency_failure(self, retries: int, error: str) -> None:
-        self.t.log(logging.ERROR, "LLM planner produced no executable plan",
-                   request_id=self.request_id, status=STATUS_INVALID, error=error,
-                   duration_ms=self.ms(), **{names.ATTR_RETRIES_EXHAUSTED: retries})
-
-
 # --- the loop ----------------------------------------------------------------------------
 
 PlanGenerator = Callable[[PlanAttempt], Any]
@@ -548,7 +300,7 @@ def generate_validated_plan(
     """
     config = config or PlanRetryConfig()
     request_id = request_id or new_request_id()
-    report = _Reporter(telemetry or _TELEMETRY, request_id, config.retry_budget)
+    report = RetryReporter(telemetry or _TELEMETRY, request_id, config.retry_budget)
 
     catalog = AllowedTools.parse(allowed)
     attempt = PlanAttempt(request=request, allowed=allowed, original_request=request,
@@ -606,7 +358,7 @@ def generate_validated_plan(
 
 def _next_attempt(attempt: PlanAttempt, result: PlanValidationResult, plan: Any,
                   config: PlanRetryConfig, reselect: Reselector | None,
-                  report: _Reporter) -> PlanAttempt:
+                  report: RetryReporter) -> PlanAttempt:
     retry = attempt.retry + 1
     request = attempt.original_request
     allowed, catalog = attempt.allowed, result.allowed

@@ -195,10 +195,11 @@ def validate_plan(plan: Any, allowed: Any, *, request_id: str | None = None,
 
     Args:
         plan: A list of steps, an orchestrator plan object, tool calls or a model
-            response or message holding them (see :mod:`~guardtrace.collectors.plans.plan_shapes`), or a JSON
-            string of any of these.
+            response or message holding them (see
+            :mod:`~guardtrace.collectors.plans.plan_shapes`), or a JSON string of any of these.
         allowed: The exact tools/agents the planner was shown, in any accepted form
-            (see :mod:`guardtrace.collectors.plans.allowed_tools`), or an :class:`AllowedTools`.
+            (see :mod:`guardtrace.collectors.plans.allowed_tools`), or an
+            :class:`AllowedTools`.
         request_id: The request id of the emitted telemetry; the current trace id or a
             random id when None.
         telemetry: Where to emit; the planning module's telemetry when None.
