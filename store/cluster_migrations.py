@@ -45,8 +45,9 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from .migrate import Migration, applied_versions, load_migrations, statements
+from . import tables
 from .connection import StoreConfig
+from .migrate import Migration, applied_versions, load_migrations, record_applied, statements
 
 __all__ = ["LOCAL_SUFFIX", "SHARDING_KEYS", "ClusterSchemaError", "PlannedMigration",
            "check_cluster_name", "migrate_cluster", "plan", "render_sql",
@@ -63,14 +64,14 @@ _KEEPER_PATH = "/clickhouse/tables/{{shard}}/{database}/{table}"
 SHARDING_KEYS: dict[str, str | None] = {
     # Spans and events carry the request id when the agent set one; spans without it
     # (and their events) follow their trace. Spans with a request id feed `requests`.
-    "spans": "cityHash64(if(request_id != '', request_id, trace_id))",
-    "span_events": "cityHash64(if(request_id != '', request_id, trace_id))",
-    "payloads": "cityHash64(request_id)",
-    "metric_points": "cityHash64(point_id)",
-    "dead_letters": "cityHash64(dead_letter_id)",
-    "schema_migrations": "version",
-    "requests": None,
-    "event_rollup_1m": None,
+    tables.SPANS: "cityHash64(if(request_id != '', request_id, trace_id))",
+    tables.SPAN_EVENTS: "cityHash64(if(request_id != '', request_id, trace_id))",
+    tables.PAYLOADS: "cityHash64(request_id)",
+    tables.METRIC_POINTS: "cityHash64(point_id)",
+    tables.DEAD_LETTERS: "cityHash64(dead_letter_id)",
+    tables.SCHEMA_MIGRATIONS: "version",
+    tables.REQUESTS: None,
+    tables.EVENT_ROLLUP_1M: None,
 }
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -135,7 +136,7 @@ def render_statement(statement: str, database: str, cluster: str) -> list[str]:
     raise ClusterSchemaError(
         f"no cluster rendering for this statement (only CREATE DATABASE, CREATE TABLE "
         f"with a MergeTree engine and CREATE MATERIALIZED VIEW ... TO have one; add a "
-        f"rule to consumers/cluster_migrations.py):\n{_head(text)}")
+        f"rule to store/cluster_migrations.py):\n{_head(text)}")
 
 
 def _render_table(match: re.Match[str], database: str, cluster: str, text: str) -> list[str]:
@@ -144,7 +145,7 @@ def _render_table(match: re.Match[str], database: str, cluster: str, text: str) 
     if table not in SHARDING_KEYS:
         raise ClusterSchemaError(
             f"table {table!r} has no sharding key: add it to SHARDING_KEYS in "
-            f"consumers/cluster_migrations.py (a deterministic function of the row's "
+            f"store/cluster_migrations.py (a deterministic function of the row's "
             f"identity, so a replayed row meets its first copy on the same shard)")
     if not engine.endswith("MergeTree") or engine.startswith("Replicated"):
         raise ClusterSchemaError(
@@ -308,8 +309,6 @@ def migrate_cluster(client: Any, config: StoreConfig, cluster: str) -> list[Migr
             continue
         for sql in step.statements:
             client.command(sql)
-        client.insert(f"{config.database}.schema_migrations",
-                      [[migration.version, migration.name, migration.checksum]],
-                      column_names=["version", "name", "checksum"], settings=_INSERT_SETTINGS)
+        record_applied(client, config.database, migration, settings=_INSERT_SETTINGS)
         applied.append(migration)
     return applied

@@ -3,21 +3,29 @@
 ``chdb://DIR`` opens the real ClickHouse engine in this process through
 clickhouse-connect's chDB backend; ``http(s)://user:password@host:port`` talks to a
 server. Everything above this module is the same code for both.
+
+clickhouse-connect (and chDB) are imported only when a client is opened: they come with
+the ``server`` extra, and ``guardtrace --help`` or ``scan`` must work without it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import clickhouse_connect
-
 from ..schemas import environment_variables as env
-__all__ = ["StoreConfig", "StoreError", "StoreLockedError", "masked_url", "open_client"]
+
+__all__ = ["SERVER_EXTRA_HINT", "StoreConfig", "StoreError", "StoreLockedError",
+           "masked_url", "open_client", "reader_url"]
+
+# What to run when a server-side package is missing (the hooks-only install lacks them).
+SERVER_EXTRA_HINT = "pip install 'guardtrace[server]'"
 
 _DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -42,13 +50,23 @@ class StoreConfig:
     @classmethod
     def resolve(cls, url: str | None = None, database: str | None = None,
                 ttl_events_days: int | None = None,
-                ttl_payloads_days: int | None = None) -> StoreConfig:
-        """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults."""
+                ttl_payloads_days: int | None = None,
+                environ: Mapping[str, str] | None = None) -> StoreConfig:
+        """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults.
+
+        Args:
+            environ: Where variables are read (default: this process's environment).
+
+        Raises:
+            ConfigError: a database name that is not an identifier, or a URL scheme
+                other than chdb, http or https.
+        """
         config = cls(
-            url=env.read_str(env.CLICKHOUSE_URL, url),
-            database=env.read_str(env.CLICKHOUSE_DATABASE, database),
-            ttl_events_days=env.read_int(env.TTL_EVENTS_DAYS, ttl_events_days, minimum=1),
-            ttl_payloads_days=env.read_int(env.TTL_PAYLOADS_DAYS, ttl_payloads_days,
+            url=env.read_str(env.CLICKHOUSE_URL, url, environ),
+            database=env.read_str(env.CLICKHOUSE_DATABASE, database, environ),
+            ttl_events_days=env.read_int(env.TTL_EVENTS_DAYS, ttl_events_days, environ,
+                                         minimum=1),
+            ttl_payloads_days=env.read_int(env.TTL_PAYLOADS_DAYS, ttl_payloads_days, environ,
                                            minimum=1),
         )
         if not _DATABASE_NAME.match(config.database):
@@ -78,6 +96,16 @@ class StoreConfig:
         return Path(raw).expanduser().resolve()
 
 
+def reader_url(environ: Mapping[str, str] | None = None) -> str:
+    """The URL of a reader that never writes (the dashboard).
+
+    ``GUARDTRACE_DASHBOARD_CLICKHOUSE_URL`` (a read-only user on a server), else the
+    pipeline's ``GUARDTRACE_CLICKHOUSE_URL``.
+    """
+    return (env.read_str(env.DASHBOARD_CLICKHOUSE_URL, None, environ)
+            or env.read_str(env.CLICKHOUSE_URL, None, environ))
+
+
 def masked_url(url: str) -> str:
     """``url`` with the password (if any) replaced by ``***``."""
     parsed = urlparse(url)
@@ -96,7 +124,9 @@ def open_client(config: StoreConfig) -> Any:
         StoreError: any other failure to open or reach ClickHouse.
     """
     path = config.embedded_path
+    clickhouse_connect = _import_client("clickhouse_connect", config)
     if path is not None:
+        _import_client("chdb", config)
         path.mkdir(parents=True, exist_ok=True)
         try:
             return clickhouse_connect.get_client(dsn=f"chdb://{path}")
@@ -123,6 +153,15 @@ def open_client(config: StoreConfig) -> Any:
     except Exception as exc:  # noqa: BLE001
         raise StoreError(f"Cannot reach ClickHouse at {parsed.hostname}:{parsed.port}: {exc}. "
                          f"Check {env.CLICKHOUSE_URL.name}.") from exc
+
+
+def _import_client(module: str, config: StoreConfig) -> Any:
+    """Import a ClickHouse client package, or say which is missing and how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise StoreError(f"opening {config.display_url} needs the Python package {module!r}, "
+                         f"which is not installed: {SERVER_EXTRA_HINT}") from None
 
 
 def _lock_holder(path: Path) -> str | None:

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from . import tables
 from .connection import StoreConfig
 
-__all__ = ["Migration", "applied_versions", "load_migrations", "migrate"]
+__all__ = ["Migration", "applied_versions", "load_migrations", "migrate", "missing_versions",
+           "record_applied", "statements"]
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(up|down)\.sql$")
 
@@ -64,19 +66,34 @@ def statements(sql: str, config: StoreConfig) -> list[str]:
 
 
 def _ensure_bookkeeping(client: Any, database: str) -> None:
+    version, name, checksum = tables.Columns.SCHEMA_MIGRATIONS
     client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
     client.command(
-        f"CREATE TABLE IF NOT EXISTS {database}.schema_migrations "
-        "(version UInt32, name String, checksum String, "
+        f"CREATE TABLE IF NOT EXISTS {database}.{tables.SCHEMA_MIGRATIONS} "
+        f"({version} UInt32, {name} String, {checksum} String, "
         "applied_at DateTime64(3, 'UTC') DEFAULT now64(3)) "
-        "ENGINE = ReplacingMergeTree(applied_at) ORDER BY version")
+        f"ENGINE = ReplacingMergeTree(applied_at) ORDER BY {version}")
+
+
+def _recorded_versions(client: Any, database: str) -> set[int]:
+    rows = client.query(f"SELECT {tables.Columns.SCHEMA_MIGRATIONS[0]} "
+                        f"FROM {database}.{tables.SCHEMA_MIGRATIONS} FINAL").result_rows
+    return {int(r[0]) for r in rows}
+
+
+def record_applied(client: Any, database: str, migration: Migration,
+                   settings: dict[str, Any] | None = None) -> None:
+    """Record ``migration`` as applied (after its statements succeeded)."""
+    client.insert(f"{database}.{tables.SCHEMA_MIGRATIONS}",
+                  [[migration.version, migration.name, migration.checksum]],
+                  column_names=list(tables.Columns.SCHEMA_MIGRATIONS),
+                  **({"settings": settings} if settings else {}))
 
 
 def applied_versions(client: Any, database: str) -> set[int]:
     """Versions recorded as applied in ``database``."""
     _ensure_bookkeeping(client, database)
-    rows = client.query(f"SELECT version FROM {database}.schema_migrations FINAL").result_rows
-    return {int(r[0]) for r in rows}
+    return _recorded_versions(client, database)
 
 
 def missing_versions(client: Any, database: str) -> set[int]:
@@ -86,11 +103,10 @@ def missing_versions(client: Any, database: str) -> set[int]:
     read-only user, and ClickHouse refuses even ``CREATE ... IF NOT EXISTS`` to them.
     """
     shipped = {m.version for m in load_migrations()}
-    exists = client.query(f"EXISTS TABLE {database}.schema_migrations").result_rows
+    exists = client.query(f"EXISTS TABLE {database}.{tables.SCHEMA_MIGRATIONS}").result_rows
     if not exists or not int(exists[0][0]):
         return shipped
-    rows = client.query(f"SELECT version FROM {database}.schema_migrations FINAL").result_rows
-    return shipped - {int(r[0]) for r in rows}
+    return shipped - _recorded_versions(client, database)
 
 
 def migrate(client: Any, config: StoreConfig) -> list[Migration]:
@@ -102,8 +118,6 @@ def migrate(client: Any, config: StoreConfig) -> list[Migration]:
             continue
         for statement in statements(migration.up, config):
             client.command(statement)
-        client.insert(f"{config.database}.schema_migrations",
-                      [[migration.version, migration.name, migration.checksum]],
-                      column_names=["version", "name", "checksum"])
+        record_applied(client, config.database, migration)
         applied.append(migration)
     return applied

@@ -8,19 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..consumers.decode import Columns, DecodedRows
+from . import tables
+from .rows import DecodedRows
 
-__all__ = ["BatchWriter", "ClickHouseWriter", "TABLES"]
-
-# Insert order: spans before their events, so a reader never sees an event whose span is
-# missing for longer than one insert.
-TABLES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("spans", "spans", Columns.SPANS),
-    ("span_events", "span_events", Columns.SPAN_EVENTS),
-    ("metric_points", "metric_points", Columns.METRIC_POINTS),
-    ("payloads", "payloads", Columns.PAYLOADS),
-    ("dead_letters", "dead_letters", Columns.DEAD_LETTERS),
-)
+__all__ = ["INSERT_SETTINGS", "BatchWriter", "ClickHouseWriter"]
 
 
 # Late or backfilled telemetry can span more than 100 days in one batch; ClickHouse then
@@ -51,8 +42,9 @@ class ClickHouseWriter:
 
     def write(self, rows: DecodedRows) -> dict[str, int]:
         written = {}
-        for attr, table, columns in TABLES:
-            table_rows = getattr(rows, attr)
+        by_table = rows.by_table()
+        for table, columns in tables.WRITTEN:  # in insert order
+            table_rows = by_table[table]
             if table_rows:
                 self._client.insert(f"{self._database}.{table}", table_rows,
                                     column_names=list(columns), settings=INSERT_SETTINGS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from guardtrace.consumers.decode import DecodedRows
+from guardtrace.store.rows import DecodedRows
 from guardtrace.store.writer import ClickHouseWriter
 
 

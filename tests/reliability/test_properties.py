@@ -27,18 +27,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-
 from guardtrace.cli.scan import SCANNERS, scan_lines
 from guardtrace.consumers.decode import (
-    Columns,
-    DecodedRows,
     PoisonRecord,
     decode_metrics,
     decode_payload_message,
@@ -46,6 +36,15 @@ from guardtrace.consumers.decode import (
 )
 from guardtrace.schemas.payload_record import PayloadDecodeError, PayloadRecord
 from guardtrace.schemas.payload_record import decode as decode_payload_record
+from guardtrace.store.rows import DecodedRows
+from guardtrace.store.tables import Columns
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from .messages import (
     compress_document,

@@ -25,15 +25,14 @@ from typing import Any
 
 import pytest
 from clickhouse_connect.driver.exceptions import OperationalError
-from kafka import KafkaAdminClient, KafkaProducer
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import GuardTelemetry
 from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
-from guardtrace.consumers.decode import DecodedRows
-from guardtrace.store.writer import ClickHouseWriter
 from guardtrace.schemas import names
+from guardtrace.store.rows import DecodedRows
+from guardtrace.store.writer import ClickHouseWriter
+from kafka import KafkaAdminClient, KafkaProducer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from .conftest import Pipeline, wait_for
 from .faults import GiveUpAfter, Stalled

@@ -27,14 +27,14 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from guardtrace.consumers.decode import (
     PREVIEW_CHARS,
-    Columns,
     PoisonRecord,
-    any_value_text,
     decode_metrics,
     decode_payload_message,
     decode_spans,
     event_id,
 )
+from guardtrace.consumers.otlp_values import any_value_text
+from guardtrace.store.tables import Columns
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, encode
 from tests.support.payload_wire import encode_v1

@@ -1,7 +1,7 @@
 """decode_spans' wire walker yields exactly the rows of the reference (object) decoder.
 
 The walker reads span fields straight from the message bytes and converts each distinct
-attribute once (consumers/decode.py, "the fast path"); the reference walks protobuf
+attribute once (consumers/span_wire.py, "the fast path"); the reference walks protobuf
 objects. They must agree on everything the SDK writes, on every attribute type, on
 fields the walker skips, and on irregular encodings it hands back to the reference.
 """
@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from guardtrace.consumers import decode
+from guardtrace.consumers import decode, span_wire
 from guardtrace.consumers.decode import PoisonRecord, decode_spans
 
 
@@ -125,10 +125,10 @@ def test_invalid_ids_are_poison_on_both_paths() -> None:
 def test_caches_stay_bounded() -> None:
     for seed in range(3):
         decode_spans(_sdk_request(seed, spans=2))
-    for cache in (decode._kv_cache, decode._resource_cache, decode._scope_cache,
-                  decode._status_cache):
-        assert len(cache) <= decode._CACHE_ENTRIES
-        assert all(len(key) <= decode._CACHE_MAX_KEY_BYTES for key in cache)
+    for cache in (span_wire._kv_cache, span_wire._resource_cache, span_wire._scope_cache,
+                  span_wire._status_cache):
+        assert len(cache) <= span_wire._CACHE_ENTRIES
+        assert all(len(key) <= span_wire._CACHE_MAX_KEY_BYTES for key in cache)
 
 
 def _varint(value: int) -> bytes:

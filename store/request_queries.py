@@ -1,0 +1,282 @@
+"""Reads about requests: one request's lookup row, trace and payloads; recent requests.
+
+A request page first reads the request-id lookup ``requests`` (time range, trace ids),
+then only that request's rows: ``span_events`` and ``payloads`` are ordered by request
+id and ``spans`` by trace id, so each read is a primary-key range.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..schemas import names
+from .query_sql import rows, sql, utc
+
+__all__ = ["OUTCOMES", "Payload", "RequestNotFound", "RequestSummary", "Trace", "TraceEvent",
+           "TraceSpan", "find_request", "recent_requests", "request_payloads",
+           "request_trace", "require_request", "validate_request_id"]
+
+# Request ids are opaque to guardtrace, but a query box is an attack surface and a typo
+# trap: accept what ids look like in practice (uuid, hex, slug, "sim-1a2b-000042") and
+# name the problem otherwise. Parameters already make SQL injection impossible; this is
+# about clear errors.
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$")
+
+# Which guard events mark a request as having an outcome worth listing.
+OUTCOMES: dict[str, tuple[str, ...]] = {
+    "unrecoverable": (names.EVENT_HALLUCINATION_UNRECOVERABLE,),
+    "recovered": (names.EVENT_HALLUCINATION_RECOVERED,),
+    "hallucination": (names.EVENT_HALLUCINATION_DETECTED,),
+    "fabrication": (names.EVENT_FABRICATION_DETECTED,),
+    "verification": (names.EVENT_VERIFICATION_REQUIRED,),
+    "nudged": (names.EVENT_VERIFICATION_NUDGED,),
+    "bypassed": (names.EVENT_VERIFICATION_BYPASSED,),
+    # Anything a person should look at: a hallucination, a fabrication, a skipped check.
+    "problems": (names.EVENT_HALLUCINATION_DETECTED, names.EVENT_HALLUCINATION_UNRECOVERABLE,
+                 names.EVENT_FABRICATION_DETECTED, names.EVENT_VERIFICATION_BYPASSED,
+                 names.EVENT_VERIFICATION_NUDGED),
+}
+
+# The lookup row of one request: its partial rows (one per source and insert) merged.
+_FIND_REQUEST = """
+    SELECT request_id, min(first_seen), max(last_seen), groupUniqArrayArray(trace_ids),
+           groupUniqArrayArray(event_names), groupUniqArrayArray(modules),
+           groupUniqArrayArray(agents), groupUniqArrayArray(payload_kinds)
+    FROM {requests}
+    WHERE request_id = {{request_id:String}}
+    GROUP BY request_id"""
+
+# Point reads on the primary key. Duplicates from a replayed batch are dropped with
+# LIMIT 1 BY the row identity (replayed rows are identical) rather than FINAL, and
+# without a partition (day) bound: measured on 10M events, both made these reads
+# slower, not faster (FINAL 5.1 vs 3.3 ms p50; a day bound 7.1 vs 5.1 ms).
+_TRACE_SPANS = """
+    SELECT trace_id, span_id, parent_span_id, name, service, start_time, end_time,
+           duration_ns, status_code, status_message, attributes
+    FROM {spans}
+    WHERE trace_id IN {{trace_ids:Array(String)}}
+    ORDER BY start_time, span_id
+    LIMIT 1 BY trace_id, span_id"""
+_TRACE_EVENTS = """
+    SELECT event_id, timestamp, name, trace_id, span_id, module, agent, tier, service,
+           attributes
+    FROM {span_events}
+    WHERE request_id = {{request_id:String}}
+    ORDER BY timestamp, event_id
+    LIMIT 1 BY event_id"""
+_PAYLOAD_CHUNKS = """
+    SELECT payload_id, kind, timestamp, trace_id, span_id, chunk_index, chunk_count, body,
+           body_bytes, body_sha256, truncated, redactions, attributes
+    FROM {payloads}
+    WHERE request_id = {{request_id:String}}
+      AND ({{kind:String}} = '' OR kind = {{kind:String}})
+    ORDER BY timestamp, payload_id, chunk_index
+    LIMIT 1 BY payload_id, chunk_index"""
+_RECENT_REQUESTS = """
+    SELECT request_id, min(first_seen) AS first, max(last_seen) AS last,
+           groupUniqArrayArray(trace_ids), groupUniqArrayArray(event_names) AS events,
+           groupUniqArrayArray(modules) AS mods, groupUniqArrayArray(agents),
+           groupUniqArrayArray(payload_kinds)
+    FROM {requests}
+    WHERE request_id IN (SELECT request_id FROM {requests}
+                         WHERE last_seen >= {{since:DateTime64(9, 'UTC')}}
+                           AND last_seen < {{until:DateTime64(9, 'UTC')}})
+    GROUP BY request_id
+    HAVING ({{any_outcome:UInt8}} OR hasAny(events, {{events:Array(String)}}))
+       AND ({{module:String}} = '' OR has(mods, {{module:String}}))
+    ORDER BY last DESC, request_id
+    LIMIT {{limit:UInt32}}"""
+
+
+class RequestNotFound(LookupError):
+    """Nothing of the request is stored (yet); the message says where ids come from."""
+
+    def __init__(self, request_id: str, database: str) -> None:
+        self.request_id = request_id
+        self.database = database
+        super().__init__(f"no request {request_id!r} in database {database!r}. Ids appear "
+                         "once the consumers have written the request's telemetry")
+
+
+def validate_request_id(text: str) -> str:
+    """Return ``text`` stripped, or raise ValueError saying what is wrong with it."""
+    request_id = text.strip()
+    if not request_id:
+        raise ValueError("a request id is required")
+    if len(request_id) > 200:
+        raise ValueError(f"a request id is at most 200 characters, got {len(request_id)}")
+    if not _REQUEST_ID.match(request_id):
+        bad = sorted({c for c in request_id if not re.match(r"[A-Za-z0-9._:/@+=-]", c)})
+        raise ValueError(f"not a request id: {request_id[:60]!r} (unexpected characters: "
+                         f"{''.join(bad)[:20]!r}; ids are letters, digits and . _ : / @ + = -)")
+    return request_id
+
+
+@dataclass(frozen=True)
+class RequestSummary:
+    """One row of the request-id lookup: when, which traces, what happened."""
+
+    request_id: str
+    first_seen: datetime
+    last_seen: datetime
+    trace_ids: tuple[str, ...]
+    event_names: tuple[str, ...]
+    modules: tuple[str, ...]
+    agents: tuple[str, ...]
+    payload_kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TraceSpan:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    service: str
+    start_time: datetime
+    end_time: datetime
+    duration_ms: float
+    status_code: str
+    status_message: str
+    attributes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    event_id: str
+    timestamp: datetime
+    name: str
+    trace_id: str
+    span_id: str
+    module: str
+    agent: str
+    tier: str
+    service: str
+    attributes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A request's spans and span events, each in time order."""
+
+    request: RequestSummary
+    spans: tuple[TraceSpan, ...]
+    events: tuple[TraceEvent, ...]
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Spans and events merged on one time axis (what `guardtrace trace` prints)."""
+        items: list[dict[str, Any]] = []
+        for span in self.spans:
+            items.append({"time": span.start_time, "type": "span", "name": span.name,
+                          "span_id": span.span_id, "parent_span_id": span.parent_span_id,
+                          "duration_ms": span.duration_ms, "status": span.status_code,
+                          "service": span.service, "attributes": span.attributes})
+        for event in self.events:
+            items.append({"time": event.timestamp, "type": "event", "name": event.name,
+                          "span_id": event.span_id, "module": event.module,
+                          "agent": event.agent, "tier": event.tier,
+                          "attributes": event.attributes})
+        items.sort(key=lambda item: (item["time"], item["type"] == "event"))
+        return items
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One debug payload, its chunks reassembled."""
+
+    payload_id: str
+    request_id: str
+    kind: str
+    timestamp: datetime
+    trace_id: str
+    span_id: str
+    body: str
+    body_bytes: int
+    body_sha256: str
+    truncated: bool
+    redactions: int
+    attributes: dict[str, str]
+    chunks_present: int
+    chunk_count: int
+
+    @property
+    def complete(self) -> bool:
+        """Every chunk has arrived (a payload still in flight has gaps)."""
+        return self.chunks_present == self.chunk_count
+
+
+def find_request(client: Any, database: str, request_id: str) -> RequestSummary | None:
+    """The lookup row of ``request_id``, or None when nothing of it is stored."""
+    found = rows(client, sql(_FIND_REQUEST, database), {"request_id": request_id})
+    return _summary(found[0]) if found else None
+
+
+def require_request(client: Any, database: str, request_id: str) -> RequestSummary:
+    """The lookup row of ``request_id``; raise :class:`RequestNotFound` if there is none."""
+    request = find_request(client, database, request_id)
+    if request is None:
+        raise RequestNotFound(request_id, database)
+    return request
+
+
+def _summary(row: Sequence[Any]) -> RequestSummary:
+    """A lookup row (request id, first, last, then the five arrays) as a summary."""
+    rid, first, last, traces, events, modules, agents, kinds = row
+    return RequestSummary(rid, utc(first), utc(last), tuple(sorted(t for t in traces if t)),
+                          tuple(sorted(events)), tuple(sorted(modules)), tuple(sorted(agents)),
+                          tuple(sorted(kinds)))
+
+
+def request_trace(client: Any, database: str, request: RequestSummary) -> Trace:
+    """The spans of the request's traces and the request's span events, in time order."""
+    params = {"request_id": request.request_id, "trace_ids": list(request.trace_ids)}
+    span_rows = (rows(client, sql(_TRACE_SPANS, database), params)
+                 if request.trace_ids else [])
+    event_rows = rows(client, sql(_TRACE_EVENTS, database), params)
+    spans = tuple(TraceSpan(t, s, p, n, svc, utc(st), utc(et), d / 1e6, sc, sm, dict(a))
+                  for t, s, p, n, svc, st, et, d, sc, sm, a in span_rows)
+    events = tuple(TraceEvent(e, utc(ts), n, t, s, m, ag, tier, svc, dict(a))
+                   for e, ts, n, t, s, m, ag, tier, svc, a in event_rows)
+    return Trace(request, spans, events)
+
+
+def request_payloads(client: Any, database: str, request_id: str,
+                     kind: str | None = None) -> list[Payload]:
+    """The request's debug payloads (optionally one kind), chunks joined, oldest first."""
+    chunk_rows = rows(client, sql(_PAYLOAD_CHUNKS, database),
+                      {"request_id": request_id, "kind": kind or ""})
+    grouped: dict[str, list[Sequence[Any]]] = {}
+    for row in chunk_rows:
+        grouped.setdefault(row[0], []).append(row)
+    payloads = []
+    for payload_id, chunks in grouped.items():
+        first = chunks[0]
+        payloads.append(Payload(
+            payload_id=payload_id, request_id=request_id, kind=first[1],
+            timestamp=utc(first[2]), trace_id=first[3], span_id=first[4],
+            body="".join(chunk[7] for chunk in chunks), body_bytes=int(first[8]),
+            body_sha256=first[9], truncated=bool(first[10]), redactions=int(first[11]),
+            attributes=dict(first[12]), chunks_present=len(chunks), chunk_count=int(first[6])))
+    return payloads
+
+
+def recent_requests(client: Any, database: str, *, since: datetime,
+                    until: datetime | None = None, outcome: str = "problems",
+                    module: str | None = None, limit: int = 100) -> list[RequestSummary]:
+    """Requests last seen in [since, until) with ``outcome``, newest first.
+
+    Raises:
+        ValueError: ``outcome`` is not one of :data:`OUTCOMES` (or ``all``).
+    """
+    if outcome != "all" and outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; choose one of "
+                         f"{', '.join([*OUTCOMES, 'all'])}")
+    found = rows(client, sql(_RECENT_REQUESTS, database), {
+        "since": utc(since), "until": utc(until or datetime.now(UTC) + timedelta(days=1)),
+        "any_outcome": int(outcome == "all"), "events": list(OUTCOMES.get(outcome, ())),
+        "module": module or "", "limit": limit})
+    return [_summary(row) for row in found]
