@@ -33,7 +33,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guardtrace.transport.topics import TopicSet
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -172,31 +175,14 @@ def log(message: str) -> None:
 
 
 # -- services ----------------------------------------------------------------------------
-@dataclass
-class Topics:
-    spans: str
-    metrics: str
-    payloads: str
-    dead_letters: str
-
-    @classmethod
-    def unique(cls) -> Topics:
-        suffix = uuid.uuid4().hex[:8]
-        return cls(f"bench-spans-{suffix}", f"bench-metrics-{suffix}",
-                   f"bench-payloads-{suffix}", f"bench-dlq-{suffix}")
-
-    def all(self) -> list[str]:
-        return [self.spans, self.metrics, self.payloads, self.dead_letters]
-
-
 @contextmanager
-def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, Topics, Path]]:
+def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, TopicSet, Path]]:
     """A Tansu broker on a free port with fresh topics, and a temporary directory.
 
     Yields ``(broker, topics, tmpdir)``; everything is stopped and removed afterwards.
     """
     from guardtrace.transport.broker import EmbeddedBroker, free_port
-    from guardtrace.transport.topics import ensure_topics
+    from guardtrace.transport.topics import TopicSet, ensure_topics
 
     if threading.current_thread() is threading.main_thread():
         # Tansu is a child process: a plain SIGTERM death would orphan it.
@@ -204,8 +190,8 @@ def services(partitions: int = 4, keep: bool = False) -> Iterator[tuple[Any, Top
     tmp = Path(tempfile.mkdtemp(prefix="guardtrace-bench-"))
     broker = EmbeddedBroker(free_port(), log_path=tmp / "tansu.log").start()
     try:
-        topics = Topics.unique()
-        ensure_topics(broker.bootstrap, topics.all(), partitions=partitions)
+        topics = TopicSet.named("bench-", uuid.uuid4().hex[:8])
+        ensure_topics(broker.bootstrap, topics, partitions=partitions)
         yield broker, topics, tmp
     finally:
         broker.stop()
@@ -217,7 +203,7 @@ def _raise_interrupt(_signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def collector_settings(bootstrap: str, topics: Topics, **extra: Any) -> dict[str, Any]:
+def collector_settings(bootstrap: str, topics: TopicSet, **extra: Any) -> dict[str, Any]:
     """Keyword arguments for ``guardtrace.collectors.configure`` on the benchmark topics."""
     return {"kafka_bootstrap": bootstrap, "exporter": "kafka",
             "service_name": "guardtrace-bench", "spans_topic": topics.spans,
@@ -360,7 +346,7 @@ def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, A
     return ConsumerProcess(args).finish(timeout_s)
 
 
-def consumer_args(mode: str, store: Path, bootstrap: str, topics: Topics, *,
+def consumer_args(mode: str, store: Path, bootstrap: str, topics: TopicSet, *,
                   batch_rows: int, batch_seconds: float = 1.0, idle_s: float = 3.0,
                   extra: Sequence[str] = ()) -> list[str]:
     return ["--mode", mode, "--store", str(store), "--bootstrap", bootstrap,

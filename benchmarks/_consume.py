@@ -42,15 +42,11 @@ class TimedWriter:
         return written
 
 
-def _store(args: argparse.Namespace) -> tuple[Any, Any]:
-    from guardtrace.store.migrate import migrate
+def _bare_store(args: argparse.Namespace) -> tuple[Any, Any]:
     from guardtrace.store.connection import StoreConfig, open_client
 
     config = StoreConfig.resolve(url=f"chdb://{args.store}", database=args.database)
-    client = open_client(config)
-    if args.mode == "guardtrace":
-        migrate(client, config)
-    return client, config
+    return open_client(config), config
 
 
 def _profiler(args: argparse.Namespace) -> Any:
@@ -72,18 +68,20 @@ def _stop_profiler(profiler: Any, args: argparse.Namespace) -> None:
 
 
 def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
-    from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
-    from guardtrace.store.writer import ClickHouseWriter
+    from guardtrace.consumers.pipeline import PipelineConfig, open_pipeline
 
-    client, store = _store(args)
-    config = ConsumerConfig.resolve(
+    # Opened as `guardtrace consume --migrate` opens it (the topics exist already).
+    config = PipelineConfig.resolve(
+        clickhouse_url=f"chdb://{args.store}", database=args.database,
         bootstrap=args.bootstrap, group_id=args.group, spans_topic=args.spans_topic,
         metrics_topic=args.metrics_topic, payloads_topic=args.payloads_topic,
         dead_letter_topic=args.dead_letter_topic, batch_max_rows=args.batch_rows,
         batch_max_seconds=args.batch_seconds, session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
-    writer = TimedWriter(ClickHouseWriter(client, store.database))
-    consumer = TelemetryConsumer(config, writer)
+    pipeline = open_pipeline(config)
+    client, store = pipeline.client, config.store
+    writer = TimedWriter(pipeline.writer())
+    consumer = pipeline.consumer(writer)
     assigned_at: list[float] = []
 
     def watch_assignment() -> None:
@@ -134,7 +132,7 @@ def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
 def run_bare(args: argparse.Namespace) -> dict[str, Any]:
     from kafka import KafkaConsumer
 
-    client, store = _store(args)
+    client, store = _bare_store(args)
     table = f"{store.database}.bare_raw"
     client.command(f"CREATE DATABASE IF NOT EXISTS {store.database}")
     client.command(f"CREATE TABLE IF NOT EXISTS {table} (value String) "

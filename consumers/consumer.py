@@ -31,117 +31,31 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata
 
-from ..schemas import environment_variables as env
-from .decode import (
-    DecodedRows,
-    PoisonRecord,
-    decode_metrics,
-    decode_payload_message,
-    decode_spans,
-)
-from ..transport.kafka_workarounds import release_parked_records
+from ..store.rows import DecodedRows
 from ..store.writer import BatchWriter
-from ..schemas import names
+from ..transport.kafka_workarounds import release_parked_records
+from ..transport.lag import assignment_lag
+from .config import MAX_RECORD_BYTES, ConsumerConfig, ConsumerStats
+from .dead_letters import dead_letter_headers, dead_letter_row, dead_letter_value, reason_kind
+from .decode import PoisonRecord, decode_metrics, decode_payload_message, decode_spans
 
-__all__ = ["ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
+__all__ = ["MAX_RECORD_BYTES", "ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
 
 logger = logging.getLogger("guardtrace.consumers")
 
-# Records larger than this are not decoded; they go to the dead-letter topic as oversize.
-MAX_RECORD_BYTES = 16 * 1024 * 1024
-_BACKOFF_START_S = 0.5
-_BACKOFF_MAX_S = 30.0
+_BACKOFF_START_S, _BACKOFF_MAX_S = 0.5, 30.0  # a failed write is retried between these
 # How often a running consumer logs its counters (rows, batches, retries, dead letters, lag).
 STATS_LOG_INTERVAL_S = 30.0
 # Decoding allocates about ten containers per event; at the default threshold (700) the
 # cyclic GC runs every few dozen events and cost the consume loop about 8% of its
 # throughput (pipeline_throughput). Refcounting frees the rows; the GC still runs.
 _GC_GEN0_THRESHOLD = 20_000
-
-
-@dataclass(frozen=True)
-class ConsumerConfig:
-    """Kafka side of the consumer; build with :meth:`resolve`."""
-
-    bootstrap: str
-    group_id: str
-    spans_topic: str
-    metrics_topic: str
-    payloads_topic: str
-    dead_letter_topic: str
-    batch_max_rows: int
-    batch_max_seconds: float
-    # A row count alone does not bound memory: 20,000 payload chunks can be 20 GB.
-    batch_max_bytes: int = 64 * 1024 * 1024
-    # Tansu's first group join takes about half the session timeout; keep it short.
-    session_timeout_ms: int = 6000
-    heartbeat_interval_ms: int = 2000
-
-    @classmethod
-    def resolve(cls, **explicit: Any) -> ConsumerConfig:
-        """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults.
-
-        Raises:
-            TypeError: an unknown keyword argument.
-        """
-        unknown = set(explicit) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise TypeError(f"unknown consumer setting(s): {', '.join(sorted(unknown))}")
-        get = explicit.get
-        return cls(
-            bootstrap=env.read_str(env.KAFKA_BOOTSTRAP, get("bootstrap")),
-            group_id=env.read_str(env.CONSUMER_GROUP, get("group_id")),
-            spans_topic=env.read_str(env.SPANS_TOPIC, get("spans_topic")),
-            metrics_topic=env.read_str(env.METRICS_TOPIC, get("metrics_topic")),
-            payloads_topic=env.read_str(env.PAYLOADS_TOPIC, get("payloads_topic")),
-            dead_letter_topic=env.read_str(env.DEAD_LETTER_TOPIC, get("dead_letter_topic")),
-            batch_max_rows=env.read_int(env.BATCH_MAX_ROWS, get("batch_max_rows"), minimum=1),
-            batch_max_seconds=env.read_float(env.BATCH_MAX_SECONDS, get("batch_max_seconds"),
-                                             minimum=0.01),
-            batch_max_bytes=env.read_int(env.BATCH_MAX_BYTES, get("batch_max_bytes"),
-                                         minimum=1024),
-            **{k: v for k, v in explicit.items()
-               if k in ("session_timeout_ms", "heartbeat_interval_ms") and v is not None},
-        )
-
-    @property
-    def topics(self) -> tuple[str, str, str]:
-        return (self.spans_topic, self.metrics_topic, self.payloads_topic)
-
-
-@dataclass
-class ConsumerStats:
-    """The consumer's own counters (also printed as the ``--until-idle`` summary)."""
-
-    records: int = 0
-    batches: int = 0
-    rows_written: dict[str, int] = field(default_factory=dict)
-    dead_letters: int = 0
-    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
-    write_retries: int = 0
-    commits: int = 0
-    lag: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "records": self.records, "batches": self.batches,
-            "rows_written": dict(sorted(self.rows_written.items())),
-            "dead_letters": self.dead_letters,
-            "dead_letter_reasons": dict(sorted(self.dead_letter_reasons.items())),
-            "write_retries": self.write_retries, "commits": self.commits, "lag": self.lag,
-        }
-
-
-def reason_kind(reason: str) -> str:
-    """The short class of a dead-letter reason ("oversize", "truncated protobuf", ...)."""
-    return reason.split(":")[0].split("(")[0].strip()[:60]
 
 
 @contextmanager
@@ -153,14 +67,6 @@ def _fewer_gc_passes() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
-
-
-def _record_time_ns(record: Any) -> int:
-    """The record's Kafka timestamp in ns, or now when the broker gave none."""
-    timestamp_ms = getattr(record, "timestamp", None)
-    if isinstance(timestamp_ms, int) and timestamp_ms > 0:
-        return timestamp_ms * 1_000_000
-    return time.time_ns()
 
 
 class _Batch:
@@ -339,24 +245,13 @@ class TelemetryConsumer:
     def _dead_letter(self, tp: TopicPartition, record: Any, reason: str) -> None:
         logger.warning("dead-lettering %s[%d]@%d: %s", tp.topic, tp.partition, record.offset,
                        reason)
-        headers = list(record.headers or []) + [
-            (names.HEADER_DLQ_ERROR, reason.encode("utf-8", "replace")[:4096]),
-            (names.HEADER_DLQ_SOURCE_TOPIC, tp.topic.encode()),
-            (names.HEADER_DLQ_SOURCE_PARTITION, str(tp.partition).encode()),
-            (names.HEADER_DLQ_SOURCE_OFFSET, str(record.offset).encode()),
-        ]
-        value = record.value
-        if value is not None and len(value) > MAX_RECORD_BYTES:
-            value = value[:1024]  # keep a sample of an oversize record, not all of it
         self._batch.dead_letter_futures.append(self._producer.send(
-            self.config.dead_letter_topic, key=record.key, value=value, headers=headers))
-        kind = reason_kind(reason)
+            self.config.dead_letter_topic, key=record.key, value=dead_letter_value(record),
+            headers=dead_letter_headers(tp, record, reason)))
         # The same fact as a row, so the health page can count and show it; written with
-        # the batch, before the commit, and keyed by source position (replay-safe).
-        self._batch.rows.dead_letters.append([
-            f"{tp.topic}:{tp.partition}:{record.offset}",
-            _record_time_ns(record), tp.topic, tp.partition, record.offset, kind,
-            reason[:4096], len(record.value or b""), (record.value or b"")[:64].hex()])
+        # the batch, before the commit.
+        self._batch.rows.dead_letters.append(dead_letter_row(tp, record, reason))
+        kind = reason_kind(reason)
         self.stats.dead_letters += 1
         self.stats.dead_letter_reasons[kind] = self.stats.dead_letter_reasons.get(kind, 0) + 1
 
@@ -487,15 +382,8 @@ class TelemetryConsumer:
 
     def _update_lag(self) -> None:
         try:
-            assignment = self._consumer.assignment()
-            if not assignment:
-                return
-            ends = self._consumer.end_offsets(list(assignment))
-            # Tansu answers ListOffsets(latest) with less than the log end; the high
-            # watermark of the last fetch response is right on every broker.
-            self.stats.lag = sum(
-                max(0, max(ends[tp], self._consumer.highwater(tp) or 0)
-                    - self._consumer.position(tp)) for tp in assignment)
+            if self._consumer.assignment():
+                self.stats.lag = assignment_lag(self._consumer)
         except Exception as exc:  # noqa: BLE001 - lag is informational
             logger.debug("could not compute lag: %r", exc)
 

@@ -1,4 +1,4 @@
-"""Workarounds for kafka-python bugs the consumer depends on not hitting.
+"""Workarounds for kafka-python and broker bugs the pipeline depends on not hitting.
 
 Each function names the bug, the version it was found in, and how to tell when it can go.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["release_parked_records"]
+__all__ = ["release_parked_records", "true_log_end"]
 
 
 def release_parked_records(consumer: Any) -> None:
@@ -34,3 +34,16 @@ def release_parked_records(consumer: Any) -> None:
     in_line = getattr(fetcher, "_next_partition_records", None)
     if in_line is not None and not in_line:  # read to the end: nothing in line
         fetcher._next_partition_records = None
+
+
+def true_log_end(listed: int | None, fetched_high_watermark: int | None) -> int:
+    """A partition's log end: the larger of ListOffsets(latest) and a fetch's high watermark.
+
+    Tansu (the embedded broker) answers ListOffsets(latest) with the base offset of the
+    last batch plus one, not the log end, so lag read that way is too small. A fetch
+    response carries the true high watermark on every broker; Apache Kafka's two answers
+    agree, so taking the larger is right on both. Whether it is still needed:
+    ``tests/integration/test_consumer_lag.py`` fails on ``listed`` alone while Tansu
+    answers this way.
+    """
+    return max(listed or 0, fetched_high_watermark or 0)

@@ -1,30 +1,96 @@
-"""Create guardtrace's Kafka topics when they are missing (idempotent)."""
+"""guardtrace's Kafka topics: the set (defined once) and creating them when missing.
+
+Every entry point that needs the topics (``broker``, ``consume``, ``up``, the dashboard's
+lag panel, the tests, the benchmarks) takes them from a :class:`TopicSet`, so none can
+forget one (the dead-letter topic was once left out of a hand-written list).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from ..schemas import environment_variables as env
 
-__all__ = ["DEFAULT_PARTITIONS", "ensure_topics"]
+__all__ = ["DEFAULT_PARTITIONS", "KafkaUnreachable", "TopicSet", "ensure_topics"]
 
-logger = logging.getLogger("guardtrace.consumers")
+logger = logging.getLogger("guardtrace.transport")
 
 # Enough for a few consumers sharing the work; request ids spread by key hash.
 DEFAULT_PARTITIONS = 4
 
 
-def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int = DEFAULT_PARTITIONS,
+class KafkaUnreachable(RuntimeError):
+    """Kafka refused or did not answer the admin requests that create the topics."""
+
+    def __init__(self, bootstrap: str, cause: BaseException) -> None:
+        super().__init__(f"cannot reach Kafka at {bootstrap}: {cause!r}")
+        self.bootstrap = bootstrap
+
+
+@dataclass(frozen=True)
+class TopicSet:
+    """The four topics of one pipeline: three the consumers read, one they dead-letter to."""
+
+    spans: str
+    metrics: str
+    payloads: str
+    dead_letters: str
+
+    @classmethod
+    def resolve(cls, spans: str | None = None, metrics: str | None = None,
+                payloads: str | None = None, dead_letters: str | None = None,
+                environ: Mapping[str, str] | None = None) -> TopicSet:
+        """Resolve from arguments, then ``GUARDTRACE_*_TOPIC`` variables, then defaults."""
+        return cls(spans=env.read_str(env.SPANS_TOPIC, spans, environ),
+                   metrics=env.read_str(env.METRICS_TOPIC, metrics, environ),
+                   payloads=env.read_str(env.PAYLOADS_TOPIC, payloads, environ),
+                   dead_letters=env.read_str(env.DEAD_LETTER_TOPIC, dead_letters, environ))
+
+    @classmethod
+    def named(cls, prefix: str, suffix: str) -> TopicSet:
+        """Topics of their own (``{prefix}spans-{suffix}``, ...): a test's or a benchmark's."""
+        return cls(f"{prefix}spans-{suffix}", f"{prefix}metrics-{suffix}",
+                   f"{prefix}payloads-{suffix}", f"{prefix}dlq-{suffix}")
+
+    @property
+    def consumed(self) -> tuple[str, str, str]:
+        """The topics the consumers read: spans, metrics, payloads."""
+        return (self.spans, self.metrics, self.payloads)
+
+    def all(self) -> tuple[str, str, str, str]:
+        """Every topic of the set, dead-letter topic included (what must exist)."""
+        return (*self.consumed, self.dead_letters)
+
+    def environment(self) -> dict[str, str]:
+        """The ``GUARDTRACE_*_TOPIC`` variables that give a child process this set."""
+        return {env.SPANS_TOPIC.name: self.spans, env.METRICS_TOPIC.name: self.metrics,
+                env.PAYLOADS_TOPIC.name: self.payloads,
+                env.DEAD_LETTER_TOPIC.name: self.dead_letters}
+
+
+def ensure_topics(bootstrap: str, topics: TopicSet | Iterable[str],
+                  partitions: int = DEFAULT_PARTITIONS,
                   replication_factor: int = 1) -> list[str]:
-    """Create each topic that does not exist yet; return the ones created."""
-    admin = KafkaAdminClient(bootstrap_servers=[s.strip() for s in bootstrap.split(",")],
-                             client_id="guardtrace-admin", request_timeout_ms=10_000)
+    """Create each topic that does not exist yet; return the ones created.
+
+    Raises:
+        KafkaUnreachable: the broker did not answer (the message names the address).
+    """
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    names = topics.all() if isinstance(topics, TopicSet) else tuple(topics)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=[s.strip() for s in bootstrap.split(",")],
+                                 client_id="guardtrace-admin", request_timeout_ms=10_000)
+    except (KafkaError, OSError) as exc:
+        raise KafkaUnreachable(bootstrap, exc) from None
     try:
         existing = set(admin.list_topics())
-        missing = [t for t in dict.fromkeys(topics) if t not in existing]
+        missing = [t for t in dict.fromkeys(names) if t not in existing]
         if missing:
             try:
                 admin.create_topics([NewTopic(t, partitions, replication_factor)
@@ -33,5 +99,7 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int = DEFAU
                 pass  # another process created it between list and create
             logger.info("created topics: %s", ", ".join(missing))
         return missing
+    except (KafkaError, OSError) as exc:
+        raise KafkaUnreachable(bootstrap, exc) from None
     finally:
         admin.close()

@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from guardtrace.dashboard.kafka_health import read_consumer_lag
-from guardtrace.schemas import names
-
 from guardtrace.schemas import environment_variables as env
 from guardtrace.transport.broker import free_port
+from guardtrace.transport.lag import read_consumer_lag
+from guardtrace.transport.topics import TopicSet
 
 from .conftest import wait_for
 from .test_up import UpProcess
@@ -59,7 +58,7 @@ def test_search_a_request_id_and_see_its_trace(served: tuple[UpProcess, str, str
         env=environ, capture_output=True, text=True, timeout=120)
     assert simulate.returncode == 0, simulate.stderr
     request_id = json.loads(simulate.stdout)["request_id_prefix"] + "1"
-    topics = [names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC]
+    topics = TopicSet.resolve(environ={}).consumed  # the defaults, as up runs them
     wait_for(lambda: (lag := read_consumer_lag(bootstrap, env.CONSUMER_GROUP.default, topics))
              .error is None and lag.total == 0 and any(r["committed"] for r in lag.partitions),
              60, interval_s=0.5, message="the consumer inside up to catch up")

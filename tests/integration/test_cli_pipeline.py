@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from guardtrace.transport.broker import EmbeddedBroker
-from guardtrace.transport.topics import ensure_topics
+from guardtrace.transport.topics import TopicSet, ensure_topics
 
 from .conftest import wait_for
 
@@ -33,10 +32,7 @@ def cli_env(broker: EmbeddedBroker, store: Path, suffix: str) -> dict[str, str]:
     env.update({
         "GUARDTRACE_KAFKA_BOOTSTRAP": broker.bootstrap,
         "GUARDTRACE_CLICKHOUSE_URL": f"chdb://{store}",
-        "GUARDTRACE_SPANS_TOPIC": f"cli-spans-{suffix}",
-        "GUARDTRACE_METRICS_TOPIC": f"cli-metrics-{suffix}",
-        "GUARDTRACE_PAYLOADS_TOPIC": f"cli-payloads-{suffix}",
-        "GUARDTRACE_DEAD_LETTER_TOPIC": f"cli-dlq-{suffix}",
+        **TopicSet.named("cli-", suffix).environment(),
         "GUARDTRACE_CONSUMER_GROUP": f"cli-group-{suffix}",
         "GUARDTRACE_BATCH_MAX_SECONDS": "0.3",
     })
@@ -56,7 +52,7 @@ def test_emit_consume_sigterm_resume_and_store_lock(broker: EmbeddedBroker,
                                                     tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
     env = cli_env(broker, tmp_path / "store", suffix)
-    ensure_topics(broker.bootstrap, [env[k] for k in env if k.endswith("_TOPIC")], partitions=2)
+    ensure_topics(broker.bootstrap, TopicSet.resolve(environ=env), partitions=2)
 
     migrated = run(["migrate", "--json"], env)
     assert migrated.returncode == 0, migrated.stderr
@@ -115,8 +111,9 @@ def test_bad_configuration_is_one_clear_line(tmp_path: Path) -> None:
 def test_broker_command_stops_tansu_on_a_signal(signum: int) -> None:
     # SIGHUP: a closed terminal. Tansu runs in its own session, so only the command
     # hears it, and must stop Tansu rather than orphan it on the port.
-    from guardtrace.transport.broker import free_port
     import socket
+
+    from guardtrace.transport.broker import free_port
 
     port = free_port()
     process = subprocess.Popen([*CLI, "broker", "--port", str(port)], stdout=subprocess.PIPE,

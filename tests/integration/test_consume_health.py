@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from guardtrace.transport.broker import EmbeddedBroker, free_port
+from guardtrace.transport.topics import TopicSet
 
 from .conftest import wait_for
 
@@ -46,10 +46,7 @@ def test_consume_serves_healthz_and_readyz_until_sigterm(broker: EmbeddedBroker,
     env.update({
         "GUARDTRACE_KAFKA_BOOTSTRAP": broker.bootstrap,
         "GUARDTRACE_CLICKHOUSE_URL": f"chdb://{tmp_path / 'store'}",
-        "GUARDTRACE_SPANS_TOPIC": f"health-spans-{suffix}",
-        "GUARDTRACE_METRICS_TOPIC": f"health-metrics-{suffix}",
-        "GUARDTRACE_PAYLOADS_TOPIC": f"health-payloads-{suffix}",
-        "GUARDTRACE_DEAD_LETTER_TOPIC": f"health-dlq-{suffix}",
+        **TopicSet.named("health-", suffix).environment(),
         "GUARDTRACE_CONSUMER_GROUP": f"health-group-{suffix}",
         # The variable, as the deploy files set it; the flag is covered by --help.
         "GUARDTRACE_HEALTH_PORT": str(port),

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from guardtrace import collectors
-from guardtrace.transport.broker import free_port
 from guardtrace.schemas import names
 from guardtrace.simulator import SimulationConfig, run_simulation
 from guardtrace.simulator.agent import EXCHANGE_PAYLOAD_KIND, SPAN_REQUEST
+from guardtrace.transport.broker import free_port
 
 from .conftest import Pipeline, wait_for
 
@@ -47,10 +46,7 @@ def landed_payloads(pipeline: Pipeline, prefix: str) -> int:
 def cli_env(pipeline: Pipeline | None = None, bootstrap: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     if pipeline is not None:
-        config = pipeline.consumer_config
-        env.update({"GUARDTRACE_SPANS_TOPIC": config.spans_topic,
-                    "GUARDTRACE_METRICS_TOPIC": config.metrics_topic,
-                    "GUARDTRACE_PAYLOADS_TOPIC": config.payloads_topic})
+        env.update(pipeline.topics.environment())
         bootstrap = pipeline.bootstrap
     assert bootstrap is not None
     env["GUARDTRACE_KAFKA_BOOTSTRAP"] = bootstrap

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from guardtrace import collectors
 from guardtrace.schemas import environment_variables as env
-from guardtrace.transport.broker import free_port, port_in_use
-from guardtrace.dashboard.kafka_health import read_consumer_lag
 from guardtrace.schemas import names
+from guardtrace.transport.broker import free_port, port_in_use
+from guardtrace.transport.lag import read_consumer_lag
+from guardtrace.transport.topics import TopicSet
 
 from .conftest import wait_for
 
@@ -114,7 +114,7 @@ def test_up_serves_persists_and_stops_cleanly_then_the_store_answers(
     collectors.FabricationGuard().check("I've written the file to disk.", [],
                                         request_id="up-req-1", agent="writer")
     collectors.shutdown()
-    topics = [names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC]
+    topics = TopicSet.resolve(environ={}).consumed  # the defaults, as up runs them
 
     def consumed() -> bool:
         lag = read_consumer_lag(bootstrap, env.CONSUMER_GROUP.default, topics)
@@ -214,7 +214,7 @@ def test_up_demo_stops_in_order_on_a_terminal_ctrl_c(workdir: Path,
     try:
         process.wait_until_up()
         bootstrap = f"127.0.0.1:{broker_port}"
-        topics = [names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC]
+        topics = TopicSet.resolve(environ={}).consumed  # the defaults, as up runs them
 
         def committing() -> bool:
             lag = read_consumer_lag(bootstrap, env.CONSUMER_GROUP.default, topics)

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guardtrace import collectors
+from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
+from guardtrace.schemas import names
+from guardtrace.transport.broker import EmbeddedBroker
+from guardtrace.transport.topics import TopicSet, ensure_topics
 from kafka import KafkaAdminClient
 
-from guardtrace import collectors
-from guardtrace.transport.broker import EmbeddedBroker
-from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
-from guardtrace.transport.topics import ensure_topics
-from guardtrace.schemas import names
 from tests.support.consumer_process import ConsumerProcess, run_guardtrace, store_env
 from tests.support.store_query import query_store
 
@@ -121,8 +121,7 @@ def test_consumer_killed_at_random_moments_loses_and_duplicates_nothing(
                     GUARDTRACE_BATCH_MAX_ROWS="5000")
     spans_topic, group = env["GUARDTRACE_SPANS_TOPIC"], env["GUARDTRACE_CONSUMER_GROUP"]
     payloads_topic, store_url = env["GUARDTRACE_PAYLOADS_TOPIC"], f"chdb://{store}"
-    topics = [env[k] for k in sorted(env) if k.startswith("GUARDTRACE_") and k.endswith("_TOPIC")]
-    ensure_topics(broker.bootstrap, topics, partitions=2)
+    ensure_topics(broker.bootstrap, TopicSet.resolve(environ=env), partitions=2)
     migrated = run_guardtrace(["migrate"], env)
     assert migrated.returncode == 0, migrated.stderr
 

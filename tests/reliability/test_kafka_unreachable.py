@@ -28,15 +28,14 @@ import tracemalloc
 from collections.abc import Callable
 
 import pytest
+from guardtrace import collectors
+from guardtrace.collectors.emit.telemetry import internal_totals
+from guardtrace.schemas import names
+from guardtrace.store.queries import collector_drops
+from guardtrace.transport.broker import EmbeddedBroker, free_port
+from guardtrace.transport.topics import ensure_topics
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from guardtrace import collectors
-from guardtrace.transport.broker import EmbeddedBroker, free_port
-from guardtrace.collectors.emit.telemetry import internal_totals
-from guardtrace.transport.topics import ensure_topics
-from guardtrace.store.queries import collector_drops
-from guardtrace.schemas import names
 
 from .conftest import Pipeline, wait_for
 from .scale import FULL, size
@@ -183,7 +182,7 @@ def test_kafka_unreachable_hooks_stay_fast_memory_stays_bounded_drops_are_counte
     broker = EmbeddedBroker(port).start()
     try:
         config = pipeline.consumer_config
-        ensure_topics(broker.bootstrap, [*config.topics, config.dead_letter_topic], partitions=2)
+        ensure_topics(broker.bootstrap, config.topic_set, partitions=2)
 
         def drops_on_the_dashboard() -> dict[str, int] | None:
             telemetry.force_flush(10)  # a metric export, once the producer reconnects

@@ -34,7 +34,7 @@ def shorten_session_timeout(session_timeout_ms: int) -> None:
     Args:
         session_timeout_ms: The group session timeout; heartbeats go at a third of it.
     """
-    from guardtrace.consumers.consumer import ConsumerConfig
+    from guardtrace.consumers.config import ConsumerConfig
 
     resolve = ConsumerConfig.resolve.__func__  # type: ignore[attr-defined]
 
@@ -55,14 +55,13 @@ def store_env(bootstrap: str, store: Path, suffix: str, **extra: str) -> dict[st
         suffix: Makes the topic and group names unique to the test.
         **extra: More ``GUARDTRACE_*`` variables.
     """
+    from guardtrace.transport.topics import TopicSet
+
     env = dict(os.environ)
     env.update({
         "GUARDTRACE_KAFKA_BOOTSTRAP": bootstrap,
         "GUARDTRACE_CLICKHOUSE_URL": f"chdb://{store}",
-        "GUARDTRACE_SPANS_TOPIC": f"spans-{suffix}",
-        "GUARDTRACE_METRICS_TOPIC": f"metrics-{suffix}",
-        "GUARDTRACE_PAYLOADS_TOPIC": f"payloads-{suffix}",
-        "GUARDTRACE_DEAD_LETTER_TOPIC": f"dlq-{suffix}",
+        **TopicSet.named("", suffix).environment(),
         "GUARDTRACE_CONSUMER_GROUP": f"group-{suffix}",
         "GUARDTRACE_LOG_LEVEL": "INFO",
         **extra,

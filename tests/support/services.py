@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-
-from guardtrace.transport.broker import EmbeddedBroker, free_port
-from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
-from guardtrace.store.migrate import migrate
+from guardtrace.consumers.config import ConsumerConfig
+from guardtrace.consumers.consumer import TelemetryConsumer
+from guardtrace.consumers.pipeline import OpenPipeline, PipelineConfig, open_pipeline
 from guardtrace.store.connection import StoreConfig, open_client
-from guardtrace.transport.topics import ensure_topics
-from guardtrace.store.writer import ClickHouseWriter
+from guardtrace.transport.broker import EmbeddedBroker, free_port
+from guardtrace.transport.topics import TopicSet
 
 __all__ = ["Pipeline", "broker", "ch_client", "chdb_dir", "collectors_reset", "pipeline",
            "wait_for"]
@@ -110,12 +109,30 @@ def ch_client(chdb_dir: Path) -> Iterator[Any]:
 
 @dataclass
 class Pipeline:
-    """One test's slice of the real pipeline: its topics, database and group."""
+    """One test's slice of the real pipeline: its topics, database and group, opened by
+    :func:`guardtrace.consumers.pipeline.open_pipeline` as ``consume`` and ``up`` open theirs."""
 
-    bootstrap: str
-    client: Any
-    store: StoreConfig
-    consumer_config: ConsumerConfig
+    opened: OpenPipeline
+
+    @property
+    def bootstrap(self) -> str:
+        return self.opened.config.bootstrap
+
+    @property
+    def client(self) -> Any:
+        return self.opened.client
+
+    @property
+    def store(self) -> StoreConfig:
+        return self.opened.config.store
+
+    @property
+    def consumer_config(self) -> ConsumerConfig:
+        return self.opened.config.consumer
+
+    @property
+    def topics(self) -> TopicSet:
+        return self.opened.config.topics
 
     @property
     def database(self) -> str:
@@ -124,16 +141,11 @@ class Pipeline:
     def collector_settings(self) -> dict[str, Any]:
         """Keyword arguments for guardtrace.collectors.configure()."""
         return {"kafka_bootstrap": self.bootstrap, "exporter": "kafka",
-                "spans_topic": self.consumer_config.spans_topic,
-                "metrics_topic": self.consumer_config.metrics_topic,
-                "payloads_topic": self.consumer_config.payloads_topic,
-                "metric_export_interval_ms": 60_000}
+                "spans_topic": self.topics.spans, "metrics_topic": self.topics.metrics,
+                "payloads_topic": self.topics.payloads, "metric_export_interval_ms": 60_000}
 
     def consumer(self, writer: Any | None = None, **overrides: Any) -> TelemetryConsumer:
-        config = self.consumer_config
-        if overrides:
-            config = ConsumerConfig(**{**config.__dict__, **overrides})
-        return TelemetryConsumer(config, writer or ClickHouseWriter(self.client, self.database))
+        return self.opened.consumer(writer, **overrides)
 
     def consume_until_idle(self, idle_s: float = 2.0, **overrides: Any) -> Any:
         return self.consumer(**overrides).run(until_idle_s=idle_s)
@@ -153,16 +165,16 @@ def pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
 def new_pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
     """A fresh slice of the real pipeline (for fixtures of a wider scope than a test)."""
     suffix = uuid.uuid4().hex[:10]
-    store = StoreConfig.resolve(url="chdb://unused", database=f"gt_{suffix}")
-    migrate(ch_client, store)
-    config = ConsumerConfig.resolve(
+    topics = TopicSet.named("", suffix)
+    config = PipelineConfig.resolve(
+        clickhouse_url="chdb://unused", database=f"gt_{suffix}",
         bootstrap=broker.bootstrap, group_id=f"group-{suffix}",
-        spans_topic=f"spans-{suffix}", metrics_topic=f"metrics-{suffix}",
-        payloads_topic=f"payloads-{suffix}", dead_letter_topic=f"dlq-{suffix}",
+        spans_topic=topics.spans, metrics_topic=topics.metrics,
+        payloads_topic=topics.payloads, dead_letter_topic=topics.dead_letters,
         batch_max_rows=500, batch_max_seconds=0.5,
         session_timeout_ms=3000, heartbeat_interval_ms=1000)
-    ensure_topics(broker.bootstrap, [*config.topics, config.dead_letter_topic], partitions=2)
-    return Pipeline(broker.bootstrap, ch_client, store, config)
+    # The session's one chDB client: chDB allows one store directory per process.
+    return Pipeline(open_pipeline(config, client=ch_client, partitions=2))
 
 
 @pytest.fixture

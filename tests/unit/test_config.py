@@ -12,7 +12,7 @@ import pytest
 
 from guardtrace.schemas import environment_variables as env
 from guardtrace.collectors.config import EXPORTERS, CollectorConfig
-from guardtrace.consumers.consumer import ConsumerConfig
+from guardtrace.consumers.config import ConsumerConfig
 from guardtrace.store.connection import StoreConfig
 from guardtrace.schemas.environment_variables import ConfigError
 from guardtrace.schemas import names

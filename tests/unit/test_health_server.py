@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from guardtrace.transport.broker import free_port
-from guardtrace.consumers.consumer import ConsumerStats
+from guardtrace.consumers.config import ConsumerStats
 from guardtrace.consumers.health import HealthServer
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from guardtrace.transport.broker import free_port
-from guardtrace.dashboard.kafka_health import read_consumer_lag
+from guardtrace.transport.lag import read_consumer_lag
 
 
 def test_an_unreachable_broker_is_reported_with_its_error_named_once() -> None:
