@@ -13,12 +13,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .support import (
+    STORE_MODULES,
     CommandError,
     add_store_args,
     duration,
     open_store,
     positive_int,
-    require_schema,
 )
 
 __all__ = ["register"]
@@ -35,20 +35,17 @@ def _request_id(text: str) -> str:
 
 def _open(args: argparse.Namespace) -> tuple[Any, str]:
     config, client = open_store(args)
-    require_schema(client, config.database)
     return client, config.database
 
 
 def _lookup(client: Any, database: str, request_id: str) -> Any:
-    from ..store.queries import find_request
+    from ..store.queries import RequestNotFound, require_request
 
-    request = find_request(client, database, request_id)
-    if request is None:
-        raise CommandError(
-            f"no request {request_id!r} in database {database!r}. Ids appear once the "
-            f"consumers have written the request's telemetry; list recent ones with "
-            f"`guardtrace requests --since 24h --outcome all`.")
-    return request
+    try:
+        return require_request(client, database, request_id)
+    except RequestNotFound as exc:
+        raise CommandError(f"{exc}; list recent ones with "
+                           f"`guardtrace requests --since 24h --outcome all`.") from None
 
 
 def _json_default(value: Any) -> Any:
@@ -67,8 +64,8 @@ def _attributes_text(attributes: dict[str, str], skip: tuple[str, ...] = ()) -> 
 
 # -- trace ---------------------------------------------------------------------------------
 def cmd_trace(args: argparse.Namespace) -> int:
-    from ..store.queries import request_trace
     from ..schemas import names
+    from ..store.queries import request_trace
 
     request_id = _request_id(args.request_id)
     client, database = _open(args)
@@ -178,7 +175,7 @@ def register(sub: Any) -> None:
     p.add_argument("request_id", help="the request id (as shown on the dashboard)")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_trace)
+    p.set_defaults(func=cmd_trace, needs=STORE_MODULES)
 
     p = sub.add_parser("payload", help="a request's debug payloads, reassembled",
                        description="Print the debug payloads (full prompt/response, allowed "
@@ -189,7 +186,7 @@ def register(sub: Any) -> None:
                    help="only payloads of this kind (e.g. hallucination_detection)")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_payload)
+    p.set_defaults(func=cmd_payload, needs=STORE_MODULES)
 
     p = sub.add_parser("requests", help="recent requests with a given outcome",
                        description="List requests seen recently whose guards reported an "
@@ -203,4 +200,4 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=positive_int, default=50, help="at most this many (50)")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_requests)
+    p.set_defaults(func=cmd_requests, needs=STORE_MODULES)

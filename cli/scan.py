@@ -19,11 +19,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
-from .scan_conversations import scan_conversation_input
-from ..collectors.questions.criticality import scan_question_input
 from ..collectors.errors import GuardInputError
-from ..collectors.replies.fabrication import scan_fabrication_input
 from ..collectors.plans.validation import scan_plan_input
+from ..collectors.questions.criticality import scan_question_input
+from ..collectors.replies.fabrication import scan_fabrication_input
+from .scan_conversations import scan_conversation_input
 
 __all__ = ["SCANNERS", "ScanSummary", "scan_lines"]
 

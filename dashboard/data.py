@@ -14,6 +14,10 @@ import pandas as pd
 import streamlit as st
 
 from ..schemas import environment_variables as env
+from ..store.access import SchemaNotMigrated, open_migrated
+from ..store.connection import StoreConfig, StoreError, open_client
+from .settings import settings
+
 __all__ = ["Store", "TimeRange", "auto_refresh", "empty_state", "format_rate", "minute_frame",
            "rate_delta", "store", "time_range"]
 
@@ -26,39 +30,31 @@ class Store:
 
 
 @st.cache_resource(show_spinner=False)
-def _open(url: str, database: str) -> Store:
-    from ..store.connection import StoreConfig, open_client
-
-    config = StoreConfig.resolve(url=url, database=database)
-    return Store(open_client(config), config.database, config.display_url)
-
-
-def store_url() -> str:
-    """The dashboard's own URL (a read-only user on a server) or the pipeline's."""
-    return env.read_str(env.DASHBOARD_CLICKHOUSE_URL) or env.read_str(env.CLICKHOUSE_URL)
+def _open(url: str, database: str) -> Any:
+    """One client per store for the server's lifetime (chDB allows one per process)."""
+    return open_client(StoreConfig.resolve(url=url, database=database))
 
 
 def store() -> Store:
-    """The ClickHouse store, or a clear message and ``st.stop()``."""
-    from ..store.migrate import missing_versions
-    from ..store.connection import StoreError
-
+    """The ClickHouse store, checked to be migrated, or a clear message and ``st.stop()``."""
     try:
-        opened = _open(store_url(), env.read_str(env.CLICKHOUSE_DATABASE))
+        config = settings().store
+        client = _open(config.url, config.database)
     except (StoreError, env.ConfigError) as exc:
         st.error(f"Cannot open ClickHouse: {exc}")
         st.stop()
     try:
-        missing = missing_versions(opened.client, opened.database)
-    except Exception as exc:  # noqa: BLE001 - shown to the operator, with what to do
-        st.error(f"Cannot read ClickHouse at {opened.url}: {exc}")
-        st.stop()
-    if missing:
-        st.warning(f"Database `{opened.database}` is not migrated yet (missing "
-                   f"{sorted(missing)}). Run `guardtrace migrate`, or start everything with "
+        # The same check the CLI makes (it writes nothing: a read-only user may run this).
+        open_migrated(config, client=client)
+    except SchemaNotMigrated as exc:
+        st.warning(f"Database `{exc.database}` is not migrated yet (missing "
+                   f"{exc.missing}). Run `guardtrace migrate`, or start everything with "
                    "`guardtrace up`.")
         st.stop()
-    return opened
+    except Exception as exc:  # noqa: BLE001 - shown to the operator, with what to do
+        st.error(f"Cannot read ClickHouse at {config.display_url}: {exc}")
+        st.stop()
+    return Store(client, config.database, config.display_url)
 
 
 # -- time range ----------------------------------------------------------------------------

@@ -5,11 +5,10 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 import streamlit as st
-
-from guardtrace.schemas import environment_variables as env
-from guardtrace.store import queries
 from guardtrace.dashboard.data import auto_refresh, empty_state, minute_frame, store, time_range
 from guardtrace.dashboard.kafka_health import consumer_lag
+from guardtrace.dashboard.settings import settings
+from guardtrace.store import queries
 
 st.title("Pipeline health")
 data = store()
@@ -56,7 +55,7 @@ else:
     with st.expander("Newest dead letters"):
         st.dataframe(pd.DataFrame(queries.recent_dead_letters(data.client, data.database)),
                      hide_index=True, key="recent_dead_letters")
-    st.caption(f"The records themselves are in the `{env.read_str(env.DEAD_LETTER_TOPIC)}` "
+    st.caption(f"The records themselves are in the `{settings().topics.dead_letters}` "
                "topic, with the reason in their headers, for replay.")
 
 st.subheader("Dropped at the collectors")

@@ -7,21 +7,20 @@ unbounded); past the cap, values are folded into ``__other__`` and counted in
 
 from __future__ import annotations
 
-
 import altair as alt
 import pandas as pd
 import streamlit as st
-
-from guardtrace.schemas import environment_variables as env
-from guardtrace.store import queries
 from guardtrace.dashboard.data import auto_refresh, empty_state, store, time_range
+from guardtrace.dashboard.settings import settings
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
+from guardtrace.store import queries
 
 st.title("Agent labels")
 data = store()
 auto_refresh()
 period = time_range()
-cap = env.read_int(env.AGENT_LABEL_CAP, minimum=1)
+cap = settings().agent_label_cap
 usage = queries.label_usage(data.client, data.database, period.start)
 st.caption(f"Collector cap: {cap:,} distinct `agent` values per counter and module "
            f"({env.AGENT_LABEL_CAP.name}, as configured for this dashboard; agents may set "

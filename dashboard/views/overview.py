@@ -9,9 +9,6 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 import streamlit as st
-
-from guardtrace.schemas import environment_variables as env
-from guardtrace.store import queries
 from guardtrace.dashboard.data import (
     auto_refresh,
     empty_state,
@@ -21,7 +18,10 @@ from guardtrace.dashboard.data import (
     store,
     time_range,
 )
+from guardtrace.dashboard.settings import settings
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
+from guardtrace.store import queries
 
 ALL_MODULES = "All modules"
 
@@ -116,7 +116,7 @@ st.dataframe(pd.DataFrame(
     hide_index=True, key="totals")
 
 st.subheader("Top agents by hallucinations")
-top_n = env.read_int(env.DASHBOARD_TOP_AGENTS, minimum=1)
+top_n = settings().top_agents
 ranking = queries.top_agents(data.client, data.database, period.start, period.end, module,
                              top_n=top_n)
 if not ranking.total_agents:

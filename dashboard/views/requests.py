@@ -12,10 +12,9 @@ from datetime import UTC, datetime, timedelta
 import altair as alt
 import pandas as pd
 import streamlit as st
-
-from guardtrace.store import queries
 from guardtrace.dashboard.data import empty_state, store
 from guardtrace.schemas import names
+from guardtrace.store import queries
 
 # Bodies longer than this are shown cut (the download button has the whole body).
 SHOWN_BODY_CHARS = 20_000
@@ -93,8 +92,9 @@ def _show_payload(payload: queries.Payload, index: int) -> None:
 
 
 def show_request(data, request_id: str) -> None:  # noqa: ANN001 - Store
-    request = queries.find_request(data.client, data.database, request_id)
-    if request is None:
+    try:
+        request = queries.require_request(data.client, data.database, request_id)
+    except queries.RequestNotFound:
         st.warning(f"No request `{request_id}` in `{data.database}`. Ids appear once the "
                    "consumers have written the request's telemetry; pick one from the list "
                    "below.")

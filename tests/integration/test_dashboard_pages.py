@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guardtrace import collectors
+from guardtrace.schemas import environment_variables as env
+from guardtrace.schemas import names
+from guardtrace.simulator import SimulationConfig, SimulationSummary, run_simulation
+from guardtrace.store import queries
+from guardtrace.store.connection import StoreConfig
+from guardtrace.store.migrate import migrate
+from guardtrace.transport.broker import EmbeddedBroker
 from kafka import KafkaProducer
 from streamlit.testing.v1 import AppTest
 
-from guardtrace import collectors
-from guardtrace.schemas import environment_variables as env
-from guardtrace.transport.broker import EmbeddedBroker
-from guardtrace.store.migrate import migrate
-from guardtrace.store.connection import StoreConfig
-from guardtrace.store import queries
-from guardtrace.schemas import names
-from guardtrace.simulator import SimulationConfig, SimulationSummary, run_simulation
 from tests.support.services import Pipeline, new_pipeline
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
