@@ -5,12 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka import KafkaConsumer
-
-from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.collectors.export.kafka_producer import LazyProducer
-from guardtrace.transport.topics import ensure_topics
 from guardtrace.schemas.payload_record import PayloadRecord, decode, encode
+from guardtrace.transport.broker import EmbeddedBroker
+from guardtrace.transport.topics import ensure_topics
+from kafka import KafkaConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -9,14 +9,13 @@ import threading
 from typing import Any
 
 import pytest
+from guardtrace import collectors
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
+from guardtrace.schemas import names
+from guardtrace.store.writer import ClickHouseWriter
 from kafka import KafkaConsumer, KafkaProducer
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from guardtrace import collectors
-from guardtrace.collectors.emit.telemetry import GuardTelemetry
-from guardtrace.store.writer import ClickHouseWriter
-from guardtrace.schemas import names
 
 from .conftest import Pipeline, wait_for
 
@@ -201,8 +200,8 @@ def test_clickhouse_failure_is_retried_without_commit_then_recovers(pipeline: Pi
 
 
 def test_kafka_down_hooks_return_promptly_and_drops_are_counted(broker: Any) -> None:
-    from guardtrace.transport.broker import EmbeddedBroker, free_port
     from guardtrace.collectors.emit.telemetry import internal_totals
+    from guardtrace.transport.broker import EmbeddedBroker, free_port
 
     own = EmbeddedBroker(free_port()).start()
     telemetry = collectors.configure(set_global=False, kafka_bootstrap=own.bootstrap,

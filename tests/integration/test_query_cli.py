@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from guardtrace import cli, collectors
 from guardtrace.schemas import names
 
