@@ -43,9 +43,8 @@ from collections.abc import Callable
 from typing import Any
 
 from _common import Report, collector_settings, log, percentile, services, summarize_ns
-
-from guardtrace.transport.broker import free_port
 from guardtrace.schemas import names
+from guardtrace.transport.broker import free_port
 
 TARGET_EMIT_RATIO = 1.5
 TARGET_CONVERSATION_MEDIAN_US = 1000.0
@@ -202,8 +201,8 @@ def _conversation(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[s
 def bench_adversarial() -> dict[str, float]:
     """Seconds for 1 MB of crafted text through each detector (best of three)."""
     from guardtrace.collectors import validate_plan
-    from guardtrace.collectors.replies.conversation_guard import judge_conversation
     from guardtrace.collectors.questions.criticality import default_gate
+    from guardtrace.collectors.replies.conversation_guard import judge_conversation
     from guardtrace.collectors.tool_catalog import read_tool_specs
 
     catalog = [{"type": "function", "function": {"name": n, "parameters": {}}}

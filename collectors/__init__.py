@@ -22,21 +22,11 @@ client: ``configure`` does, and the export classes below load on first access.
 
 from typing import TYPE_CHECKING, Any
 
-from .emit.cardinality import AgentLabelLimiter
 from .config import CollectorConfig
-from .replies.conversation_guard import (
-    ConversationDetector,
-    ReplyVerdict,
-    judge_conversation,
-)
-from .questions.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
+from .emit.cardinality import AgentLabelLimiter
+from .emit.redaction import Redactor
+from .emit.telemetry import GuardTelemetry, new_request_id, record_payload
 from .errors import GuardInputError
-from .replies.fabrication import (
-    FabricationDetector,
-    FabricationGuard,
-    FabricationVerdict,
-    detect_fabrication,
-)
 from .plans.retry import (
     PlanAttempt,
     PlanGenerationError,
@@ -46,16 +36,7 @@ from .plans.retry import (
     generate_validated_plan,
 )
 from .plans.validation import PlanValidationResult, validate_plan
-from .emit.redaction import Redactor
-from .replies.reply_history import InMemoryReplyHistory, ReplyHistory
-from .setup import Telemetry, configure, force_flush, shutdown
-from .emit.telemetry import GuardTelemetry, new_request_id, record_payload
-from .tool_catalog import ToolSpec, read_tool_specs
-from .tool_calls import (
-    tool_names_fired,
-    tool_names_from_anthropic,
-    tool_names_from_openai,
-)
+from .questions.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
 from .questions.verification import (
     BudgetToken,
     TurnAction,
@@ -64,6 +45,25 @@ from .questions.verification import (
     ensure_reason_tool,
     reason_tool_schema,
 )
+from .replies.conversation_guard import (
+    ConversationDetector,
+    ReplyVerdict,
+    judge_conversation,
+)
+from .replies.fabrication import (
+    FabricationDetector,
+    FabricationGuard,
+    FabricationVerdict,
+    detect_fabrication,
+)
+from .replies.reply_history import InMemoryReplyHistory, ReplyHistory
+from .setup import Telemetry, configure, force_flush, shutdown
+from .tool_calls import (
+    tool_names_fired,
+    tool_names_from_anthropic,
+    tool_names_from_openai,
+)
+from .tool_catalog import ToolSpec, read_tool_specs
 
 __all__ = [
     "AgentLabelLimiter",

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..schemas import environment_variables as env
+
 __all__ = ["CollectorConfig"]
 
 EXPORTERS = ("kafka", "otlp", "none")

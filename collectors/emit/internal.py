@@ -7,6 +7,7 @@ counted here without the export path importing the guards' telemetry module.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -16,8 +17,8 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from ... import __version__
-from . import state as _state
 from ...schemas import names
+from . import state as _state
 
 __all__ = ["count_hook_error", "count_internal", "instruments", "internal_totals",
            "log_rate_limited"]
@@ -80,10 +81,8 @@ instruments = _Instruments()
 def count_hook_error(where: str, exc: BaseException) -> None:
     """Log (rate-limited) and count a hook's internal failure; never raises."""
     log_rate_limited(f"hook:{where}", "guardtrace hook %s failed and was skipped: %r", where, exc)
-    try:
+    with contextlib.suppress(Exception):  # counting must not raise either
         instruments.counter(names.METRIC_HOOK_ERRORS).add(1, {names.ATTR_OPERATION: where})
-    except Exception:  # noqa: BLE001
-        pass
 
 
 _internal_totals: dict[tuple[str, str], int] = {}
@@ -100,10 +99,8 @@ def count_internal(metric: str, value: int, attributes: Mapping[str, str]) -> No
     reason = str(attributes.get(names.ATTR_REASON, ""))
     with _internal_lock:
         _internal_totals[(metric, reason)] = _internal_totals.get((metric, reason), 0) + value
-    try:
+    with contextlib.suppress(Exception):  # the tally above is kept whatever OTel does
         instruments.counter(metric).add(value, dict(attributes))
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def internal_totals(metric: str | None = None) -> dict[str, int]:

@@ -43,7 +43,7 @@ def text_bytes(text: str) -> int:
     return len(text) if text.isascii() else 4 * len(text)
 
 
-class _NotSnapshottable(Exception):
+class _NotSnapshottableError(Exception):
     """The body holds something :func:`snapshot_body` does not copy; encode it now."""
 
 
@@ -75,7 +75,7 @@ def snapshot_body(body: Any) -> tuple[Any, int] | None:
     budget = [_SNAPSHOT_MAX_VALUES - 1]
     try:
         return _snapshot(body, budget)
-    except (_NotSnapshottable, RecursionError):
+    except (_NotSnapshottableError, RecursionError):
         return None
 
 
@@ -87,12 +87,12 @@ def _snapshot(value: Any, budget: list[int]) -> tuple[Any, int]:
     if kind is dict:
         budget[0] -= len(value)
         if budget[0] < 0:
-            raise _NotSnapshottable
+            raise _NotSnapshottableError
         copied: dict[str, Any] = {}
         size = _SNAPSHOT_ITEM_BYTES
         for key, item in value.items():
             if type(key) is not str:
-                raise _NotSnapshottable  # json converts or rejects it: leave that to json
+                raise _NotSnapshottableError  # json converts or rejects it: leave that to json
             size += len(key) if key.isascii() else 4 * len(key)
             if type(item) is str:  # the common value, without a call
                 copied[key] = item
@@ -104,7 +104,7 @@ def _snapshot(value: Any, budget: list[int]) -> tuple[Any, int]:
     if kind is list or kind is tuple:
         budget[0] -= len(value)
         if budget[0] < 0:
-            raise _NotSnapshottable
+            raise _NotSnapshottableError
         items = list(value)  # a tuple encodes as a list
         size = _SNAPSHOT_ITEM_BYTES
         for index, item in enumerate(items):
@@ -118,7 +118,7 @@ def _snapshot(value: Any, budget: list[int]) -> tuple[Any, int]:
         return value, _SNAPSHOT_SCALAR_BYTES
     if kind is int and value.bit_length() <= _SNAPSHOT_MAX_INT_BITS:
         return value, _SNAPSHOT_SCALAR_BYTES
-    raise _NotSnapshottable
+    raise _NotSnapshottableError
 
 
 def attribute_text(value: Any) -> Any:

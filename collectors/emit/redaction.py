@@ -81,7 +81,7 @@ class _Rule:
             return self.subn(text)
         try:
             return scan.apply(self, text, folds or _Folds())
-        except _Unfoldable:
+        except _UnfoldableError:
             return self.subn(text)
 
     def subn(self, text: str) -> tuple[str, int]:
@@ -131,11 +131,11 @@ def _folded(text: str) -> str:
             text = text.replace(special, letter)
     folded = text.lower()
     if len(folded) != len(text):  # not expected (see above); stay exact regardless
-        raise _Unfoldable
+        raise _UnfoldableError
     return folded
 
 
-class _Unfoldable(Exception):
+class _UnfoldableError(Exception):
     pass
 
 

@@ -14,8 +14,8 @@ from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from .internal import count_internal
 from ...schemas import names
+from .internal import count_internal
 
 __all__ = ["CountingBatchSpanProcessor", "cardinality_views", "sdk_cardinality_limit"]
 

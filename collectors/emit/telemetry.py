@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from opentelemetry import trace
 
+from ...schemas import names
 from . import state as _state
 from .internal import count_hook_error, instruments, internal_totals
 from .payload_body import (
@@ -28,7 +29,6 @@ from .payload_body import (
     snapshot_body,
     text_bytes,
 )
-from ...schemas import names
 
 # internal_totals is re-exported: the CLI, the simulator and tests read drops from here.
 __all__ = ["GuardTelemetry", "guarded", "internal_totals", "new_request_id", "record_payload"]

@@ -23,10 +23,10 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from ...schemas import names
+from ..emit.internal import count_internal, log_rate_limited
 from .kafka_producer import LazyProducer
 from .otlp_split import SplitResult, split_metrics_request, split_trace_request
-from ..emit.internal import count_internal, log_rate_limited
-from ...schemas import names
 
 __all__ = ["KafkaMetricExporter", "KafkaSpanExporter"]
 
@@ -51,7 +51,7 @@ def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: Spli
         _count_dropped(signal, "kafka_unavailable", sum(split.item_counts))
         return False
     ok = True
-    for message, items in zip(split.messages, split.item_counts):
+    for message, items in zip(split.messages, split.item_counts, strict=True):
         try:
             future = kafka.send(topic, key=key, value=message, headers=_HEADERS)
         except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, buffer full, closed

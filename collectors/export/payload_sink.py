@@ -26,13 +26,13 @@ from typing import Any, NamedTuple
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ..config import CollectorConfig
-from .kafka_producer import LazyProducer
-from ..emit.payload_body import encode_body, text_bytes
-from ..emit.redaction import Redactor
-from ..emit.internal import count_internal, log_rate_limited
 from ...schemas import names
 from ...schemas.payload_record import PayloadRecord, encode
+from ..config import CollectorConfig
+from ..emit.internal import count_internal, log_rate_limited
+from ..emit.payload_body import encode_body, text_bytes
+from ..emit.redaction import Redactor
+from .kafka_producer import LazyProducer
 
 __all__ = ["KafkaPayloadSink", "split_utf8"]
 

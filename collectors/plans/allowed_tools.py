@@ -198,7 +198,7 @@ class AllowedTools:
         return self._name_features().rank(name, limit, arguments)
 
     # -- resolution used by validate_plan -----------------------------------------------
-    def _resolve(self, tool: str) -> tuple[_Entry | None, str | None]:
+    def resolve(self, tool: str) -> tuple[_Entry | None, str | None]:
         """The entry a step's tool refers to, and a capability implied by ``a/b`` names."""
         entry = self._lookup.get(tool)
         if entry is not None:
@@ -220,7 +220,8 @@ class AllowedTools:
                 for e in self._entries.values())
         return self._features
 
-    def _capability_features(self, entry: _Entry) -> SuggestionIndex:
+    def capability_index(self, entry: _Entry) -> SuggestionIndex:
+        """The suggestion index over one agent's capabilities (built once per agent)."""
         features = self._cap_features.get(entry.name)
         if features is None:
             features = SuggestionIndex((c, c, "") for c in entry.capabilities or ())

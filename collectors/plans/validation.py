@@ -248,14 +248,14 @@ def _check(steps: list[PlanStep], catalog: AllowedTools) -> PlanValidationResult
                 PlanErrorType.DUPLICATE_STEP_ID, sid, tool,
                 f"Step id '{sid}' is used by steps {owner.position} and {step.position}; "
                 f"step ids must be unique."))
-        entry, implied = catalog._resolve(tool)
+        entry, implied = catalog.resolve(tool)
         if entry is None:
             errors.append(_unknown_tool_issue(step, catalog))
         else:
             capability = step.capability or implied
             if (capability and entry.capabilities is not None
                     and capability not in entry.capabilities):
-                suggestions = catalog._capability_features(entry).rank(
+                suggestions = catalog.capability_index(entry).rank(
                     capability, MAX_SUGGESTIONS)
                 offers = _listing(entry.capabilities) or "no capabilities"
                 message = (f"Step '{sid}' asks '{entry.name}' for capability "

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...schemas import names
+from ..tool_catalog import read_tool_specs
 from .claim_backing import ClaimMatcher
 from .claims import DONE, find_claims
 from .conversation import Conversation, read_conversation
@@ -42,10 +44,8 @@ from .grounding import (
 )
 from .loops import find_loop
 from .text_tool_calls import find_text_tool_calls
-from ..tool_catalog import read_tool_specs
 from .tool_kinds import ToolKinds
 from .verbs import READ, WRITE
-from ...schemas import names
 
 __all__ = [
     "CONVERSATION_TIERS",

@@ -301,9 +301,9 @@ def _json_amounts(value: Any, key: str, out: list[float]) -> None:
     elif isinstance(value, list):
         for v in value:
             _json_amounts(v, key, out)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        if _AMOUNT_KEY_RE.search(key):
-            out.append(float(value))
+    elif (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and _AMOUNT_KEY_RE.search(key)):
+        out.append(float(value))
 
 
 def result_amounts(result: str) -> list[float]:

@@ -39,7 +39,7 @@ _COURTESY_RE = re.compile(
     r"certainly|of\s+course|no\s+problem|frustrat|inconvenien)\w*", re.IGNORECASE)
 # Function words and courtesy words every reply shares: they say nothing about what the
 # reply is about.
-_STOPWORDS = frozenset("""
+_STOPWORD_TEXT = """
 a about above after again all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
 had has have having he her here hers herself him himself his how i i'd i'll i'm i've if in
@@ -51,7 +51,8 @@ will with would you you'd you'll you're you've your yours yourself yourselves pl
 thanks sorry apologize apologies understand hello hi dear glad happy help assist
 assistance feel free let know anything else further today again still however unfortunately
 sure certainly absolutely great okay ok yes noted appreciate patience kindly regarding
-""".split())
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 # A sentence counts as new when at least this share of its content words is new.
 _NEW_SENTENCE_SHARE = 0.5
 _MIN_SENTENCE_WORDS = 3
