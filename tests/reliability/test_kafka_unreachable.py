@@ -109,9 +109,9 @@ def drained(telemetry: collectors.Telemetry) -> bool:
 def test_kafka_unreachable_hooks_stay_fast_memory_stays_bounded_drops_are_counted_and_shown(
         pipeline: Pipeline, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from guardtrace.collectors.emit import telemetry as telemetry_module
+    from guardtrace.collectors.emit import internal
     # Warnings are rate-limited per process; an earlier test may have used this minute's.
-    monkeypatch.setattr(telemetry_module, "_last_error_log", {})
+    monkeypatch.setattr(internal, "_last_error_log", {})
     run_turns(20, "warmup")  # regexes compiled, caches filled: part of neither run
     baseline = run_turns(TURNS, "baseline")
 
