@@ -115,7 +115,9 @@ class Capture:
                 for m in scope_metrics.metrics:
                     if m.name == metric:
                         for point in m.data.data_points:
-                            out.append((dict(point.attributes or {}), point.value))
+                            # Guard counters are sums, whose points carry a value.
+                            value = point.value  # type: ignore[union-attr]
+                            out.append((dict(point.attributes or {}), value))
         return out
 
     def counter_total(self, metric: str, /, **labels: Any) -> float:

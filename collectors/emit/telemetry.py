@@ -180,12 +180,13 @@ def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> 
         record_snapshot = getattr(sink, "record_snapshot", None)
         if record_snapshot is not None:
             if isinstance(body, str):
-                snapshot: tuple[Any, int] | None = body, text_bytes(body)
+                snapshot: tuple[Any, int] = body, text_bytes(body)
             else:
-                snapshot = snapshot_body(body)
-                if snapshot is None:
+                snapped = snapshot_body(body)
+                if snapped is None:
                     text = BODY_ENCODER.encode(body)
-                    snapshot = text, text_bytes(text)
+                    snapped = text, text_bytes(text)
+                snapshot = snapped
             attrs = {str(k): v if type(v) is str else attribute_text(v)
                      for k, v in attributes.items() if v is not None}
             return record_snapshot(request_id, kind, snapshot[0], snapshot[1], attrs)

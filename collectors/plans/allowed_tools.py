@@ -233,7 +233,7 @@ def _parameter_names(spec: ToolSpec | None) -> list[str]:
     """A tool's parameter names, as words describing it: a "movie_details.extra_info"
     call is after the tool that takes ``extra_info``."""
     properties = spec.parameters.get("properties") if spec and spec.parameters else None
-    if not is_mapping(properties):
+    if properties is None or not is_mapping(properties):
         return []
     # Parameter names are words, not text: a pathological one is left out.
     return [k for k in properties if isinstance(k, str) and len(k) <= _MAX_PARAMETER_CHARS]

@@ -43,6 +43,12 @@ def _skip(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
+def _fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Log fields keyed by attribute names, typed so they never pass for ``log``'s own
+    keyword arguments."""
+    return fields
+
+
 class RetryReporter:
     """All telemetry of one run. Every method is guarded: telemetry cannot change the
     outcome, even with a custom ``GuardTelemetry`` that raises."""
@@ -97,7 +103,7 @@ class RetryReporter:
         self.t.log(logging.DEBUG, "Retrying plan generation", request_id=self.request_id,
                    duration_ms=self.ms(), original_tool_count=previous.agent_count,
                    new_tool_count=len(attempt.allowed_names),
-                   **{names.ATTR_HALL_RETRY: attempt.retry})
+                   **_fields({names.ATTR_HALL_RETRY: attempt.retry}))
 
     @guarded(_skip)
     def regeneration_complete(self, retry: int) -> None:
@@ -128,7 +134,7 @@ class RetryReporter:
                      labels={names.ATTR_RETRIES_USED: str(retries_used)})
         self.t.log(logging.INFO, "LLM planner hallucination recovered after retry",
                    request_id=self.request_id, status=STATUS_RECOVERED,
-                   duration_ms=self.ms(), **{names.ATTR_RETRIES_USED: retries_used})
+                   duration_ms=self.ms(), **_fields({names.ATTR_RETRIES_USED: retries_used}))
 
     @guarded(_skip)
     def unrecoverable(self, result: PlanValidationResult, retries: int, error: str) -> None:

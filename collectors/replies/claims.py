@@ -223,9 +223,9 @@ def find_claims(reply: str) -> list[Claim]:
     # Each pattern runs once over the whole reply (a scan per sentence would cost a call
     # per sentence and pattern); a match is then judged within its sentence.
     lowered_text = " ".join(text.lower().split())  # "I  am" is "i am" to the prefilter
-    exact_lower = text.lower()
-    if len(exact_lower) != len(text):
-        exact_lower = None  # a few characters lower-case to two: offsets would drift
+    lower = text.lower()
+    # A few characters lower-case to two: offsets into the lower-cased text would drift.
+    exact_lower = lower if len(lower) == len(text) else None
     for pattern, time, which, needs, hints in claim_patterns():
         if not any(word in lowered_text for word in needs):
             continue
