@@ -17,15 +17,10 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 import guardtrace.collectors as collectors
-from guardtrace.schemas import environment_variables as env
-from guardtrace.transport.broker import free_port
+import pytest
 from guardtrace.collectors.emit import state as _state
 from guardtrace.collectors.emit.cardinality import AgentLabelLimiter
-from guardtrace.collectors.export.kafka_producer import LazyProducer
-from guardtrace.collectors.export.payload_sink import KafkaPayloadSink
 from guardtrace.collectors.emit.redaction import DEFAULT_RULES, Redactor
 from guardtrace.collectors.emit.telemetry import (
     GuardTelemetry,
@@ -34,8 +29,12 @@ from guardtrace.collectors.emit.telemetry import (
     new_request_id,
     record_payload,
 )
+from guardtrace.collectors.export.kafka_producer import LazyProducer
+from guardtrace.collectors.export.payload_sink import KafkaPayloadSink
 from guardtrace.collectors.testing import capture
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
+from guardtrace.transport.broker import free_port
 
 # -- redaction ---------------------------------------------------------------------------
 OPENAI_KEY = "sk-proj-" + "Xy9" * 16
@@ -372,9 +371,9 @@ def test_capture_restores_the_previous_state() -> None:
 
 
 def test_new_request_id_uses_the_current_trace() -> None:
-    with capture() as cap:
-        with cap.tracer_provider.get_tracer("t").start_as_current_span("s") as span:
-            assert new_request_id() == f"{span.get_span_context().trace_id:032x}"
+    with (capture() as cap,
+          cap.tracer_provider.get_tracer("t").start_as_current_span("s") as span):
+        assert new_request_id() == f"{span.get_span_context().trace_id:032x}"
     a, b = new_request_id(), new_request_id()
     assert a != b and len(a) == 32
 

@@ -13,15 +13,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
+from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.claims import DONE, NOW, find_claims
 from guardtrace.collectors.replies.conversation import read_conversation
-from guardtrace.collectors.replies.conversation_guard import ConversationDetector, judge_conversation
-from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.replies.conversation_guard import (
+    ConversationDetector,
+    judge_conversation,
+)
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.replies.grounding import result_amounts
-from guardtrace.collectors.testing import capture
 from guardtrace.collectors.replies.tool_kinds import ToolKinds, kind_from_text
+from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 
 ACTION, READ, REPETITION = names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION
@@ -348,7 +350,7 @@ def test_values_from_results_users_and_the_policy_are_grounded(reply: str) -> No
 ])
 def test_values_no_source_gave_are_ungrounded(reply: str, value: str) -> None:
     assert _booked(reply) == (UNGROUNDED,)
-    (verdict,) = [v for v in judge_conversation([user("x"), said(reply)], AIRLINE)]
+    (verdict,) = list(judge_conversation([user("x"), said(reply)], AIRLINE))
     assert value in (verdict.evidence(UNGROUNDED) or value)
 
 

@@ -17,11 +17,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from guardtrace.collectors.questions.criticality import (
+    DEFAULT_PATTERNS,
+    CriticalityGate,
+    default_gate,
+)
 
 from tests.support.realdata import REPO, realdata_dir
-
-from guardtrace.collectors.questions.criticality import DEFAULT_PATTERNS, CriticalityGate, default_gate
-
 
 # Real messages the gate fires on, each read by hand and found to be a character-level
 # task (BFCL items, by item id): a list of fruit filtered by the letter they start with,

@@ -12,7 +12,6 @@ import logging
 import threading
 
 import pytest
-
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.fabrication import (
     DEFAULT_DISCLAIMERS,
@@ -254,7 +253,8 @@ def test_repetition_fires_on_the_same_request_again() -> None:
 
 def test_a_paraphrase_of_the_same_request_is_a_loop() -> None:
     earlier = "To change the flight I need your reservation ID. Please provide it."
-    reply = "I understand. Once you have the reservation ID, please provide it to change the flight."
+    reply = ("I understand. Once you have the reservation ID, please provide it to change "
+             "the flight.")
     assert detect_fabrication(reply, [], [earlier]).tiers == (REPETITION,)
 
 

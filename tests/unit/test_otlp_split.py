@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from guardtrace.collectors.export.otlp_split import split_metrics_request, split_trace_request
 from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -25,8 +26,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from guardtrace.collectors.export.otlp_split import split_metrics_request, split_trace_request
 
 _rng = random.Random(20240611)
 
@@ -88,7 +87,7 @@ def _assert_trace_split(request: ExportTraceServiceRequest, limit: int,
     assert len(origin) == sum(1 for _ in _spans_in(request))
     assert len(result.messages) == len(result.item_counts)
     seen: Counter[bytes] = Counter()
-    for message, count in zip(result.messages, result.item_counts):
+    for message, count in zip(result.messages, result.item_counts, strict=True):
         assert len(message) <= limit
         piece = ExportTraceServiceRequest()
         piece.ParseFromString(message)
@@ -211,7 +210,7 @@ def _assert_metrics_split(request: ExportMetricsServiceRequest, limit: int,
               for rm, sm, metric in _metrics_in(request)}
     seen: Counter[str] = Counter()
     assert len(result.messages) == len(result.item_counts)
-    for message, count in zip(result.messages, result.item_counts):
+    for message, count in zip(result.messages, result.item_counts, strict=True):
         assert len(message) <= limit
         piece = ExportMetricsServiceRequest.FromString(message)
         metrics_here = list(_metrics_in(piece))

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import zstandard
-
 from guardtrace.schemas.payload_record import (
     LEGACY_WIRE_VERSION,
     WIRE_VERSION,
@@ -21,6 +20,7 @@ from guardtrace.schemas.payload_record import (
     decode,
     encode,
 )
+
 from tests.support.payload_wire import encode_v1
 
 RECORD = PayloadRecord(

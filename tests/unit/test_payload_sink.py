@@ -23,21 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.future import Future
-from opentelemetry.sdk.trace import TracerProvider
-
-from guardtrace.schemas import environment_variables as env
-from guardtrace.transport.broker import free_port
-from guardtrace.collectors.emit import state as _state
-from guardtrace.collectors.export import payload_sink as payload_sink_module
 from guardtrace.collectors.config import CollectorConfig
+from guardtrace.collectors.emit import state as _state
+from guardtrace.collectors.emit.payload_body import snapshot_body
+from guardtrace.collectors.emit.redaction import Redactor
+from guardtrace.collectors.emit.telemetry import internal_totals, record_payload
+from guardtrace.collectors.export import payload_sink as payload_sink_module
 from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.collectors.export.payload_sink import KafkaPayloadSink, split_utf8
-from guardtrace.collectors.emit.redaction import Redactor
-from guardtrace.collectors.emit.payload_body import snapshot_body
-from guardtrace.collectors.emit.telemetry import internal_totals, record_payload
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, decode
+from guardtrace.transport.broker import free_port
+from kafka.future import Future
+from opentelemetry.sdk.trace import TracerProvider
 
 MAX_MESSAGE = 32_768  # the smallest max_message_bytes CollectorConfig accepts
 DROPPED = names.METRIC_PAYLOADS_DROPPED
@@ -119,8 +118,9 @@ def _reassemble(messages: list[bytes]) -> tuple[list[PayloadRecord], str]:
 
 
 def _template(**changes: Any) -> PayloadRecord:
-    base = dict(payload_id="p" * 32, request_id="req-1", kind=names.PAYLOAD_KIND_HALLUCINATION,
-                body="", body_bytes=0, body_sha256="")
+    base: dict[str, Any] = {"payload_id": "p" * 32, "request_id": "req-1",
+                            "kind": names.PAYLOAD_KIND_HALLUCINATION, "body": "",
+                            "body_bytes": 0, "body_sha256": ""}
     base.update(changes)
     return PayloadRecord(**base)
 
@@ -150,7 +150,7 @@ def test_split_utf8_never_cuts_a_character() -> None:
         if text:
             assert all(chunks), "no empty chunks for a non-empty body"
             # Greedy: a chunk ends only where the next character would not have fitted.
-            for chunk, following in zip(chunks, chunks[1:]):
+            for chunk, following in zip(chunks, chunks[1:], strict=False):
                 assert len(chunk.encode()) + len(following[0].encode()) > size
         else:
             assert chunks == [""]

@@ -17,11 +17,10 @@ from functools import cache
 from typing import Any
 
 import pytest
-
-from tests.support.realdata import data_file
-
 from guardtrace.collectors.plans.validation import PlanErrorType, PlanIssue, validate_plan
 from guardtrace.collectors.tool_catalog import read_tool_specs
+
+from tests.support.realdata import data_file
 
 _POSITIONAL = "_positional"  # the converter's key for positional (unnamed) arguments
 
@@ -249,7 +248,7 @@ def test_dev_conversation_tool_lists_read_whole():
                     continue
                 specs = read_tool_specs(conv[key])
                 assert [s.name for s in specs] == [t["function"]["name"] for t in conv[key]]
-                for spec, tool in zip(specs, conv[key]):
+                for spec, tool in zip(specs, conv[key], strict=True):
                     assert spec.declared_kind == tool.get("x-guardtrace-kind")
                     assert spec.parameters == tool["function"].get("parameters")
                     if spec.declared_kind:

@@ -8,8 +8,6 @@ import logging
 from typing import Any
 
 import pytest
-
-from tests.support.telemetry import ExplodingTelemetry
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plans.retry import (
     GeneratedPlan,
@@ -23,6 +21,8 @@ from guardtrace.collectors.plans.retry import (
 )
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
+
+from tests.support.telemetry import ExplodingTelemetry
 
 REQUEST = "What is 100 times the current tesla stock price, multiplied by the temperature?"
 ALLOWED = ["stock-service", "weather-service"]

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from tests.support.telemetry import ExplodingTelemetry
 from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.plans.suggestions import ABSTENTION, classify_unknown_name
 from guardtrace.collectors.plans.validation import (
     AllowedTools,
     PlanErrorType,
@@ -25,8 +24,9 @@ from guardtrace.collectors.plans.validation import (
     validate_plan,
 )
 from guardtrace.collectors.testing import capture
-from guardtrace.collectors.plans.suggestions import ABSTENTION, classify_unknown_name
 from guardtrace.schemas import names
+
+from tests.support.telemetry import ExplodingTelemetry
 
 # Seed 003: the capability text the planner was shown.
 WEATHER_ONLY_TEXT = """Available Agents and Capabilities:

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from guardtrace.collectors.emit.redaction import (
     _SCANS,
     DEFAULT_RULES,
@@ -22,10 +19,13 @@ from guardtrace.collectors.emit.redaction import (
     _gate,
     _Runs,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 FRAGMENTS = [
-    "sk-ant-abcdefghijklmnop1234", "sk-proj-AAAAAAAAAAAAAAAAAAAA", "sk-short", "xsk-abcdefghijklmnopqr",
-    "AKIAABCDEFGHIJKLMNOP", "AKIA1234", "ghp_" + "a" * 36, "gho_" + "B" * 31, "github_pat_" + "x" * 40,
+    "sk-ant-abcdefghijklmnop1234", "sk-proj-AAAAAAAAAAAAAAAAAAAA", "sk-short",
+    "xsk-abcdefghijklmnopqr", "AKIAABCDEFGHIJKLMNOP", "AKIA1234", "ghp_" + "a" * 36,
+    "gho_" + "B" * 31, "github_pat_" + "x" * 40,
     "xoxb-1234567890-abc", "AIza" + "Z" * 35, "glpat-" + "q" * 20,
     "Bearer abcdef123456789", "bearer\n tok3n_value_xyz", "BEARER authentication", "Bearer",
     "https://user:p4ss@host.example/x", "postgres://admin:hunter22@db:5432", "a://b:c@d", "://",

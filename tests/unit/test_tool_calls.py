@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace as NS
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.tool_calls import (
@@ -14,6 +13,8 @@ from guardtrace.collectors.tool_calls import (
     tool_names_from_anthropic,
     tool_names_from_openai,
 )
+
+NS = SimpleNamespace  # SDK-like objects with attributes
 
 
 def _ns(value: Any) -> Any:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from guardtrace.collectors.plans.allowed_tools import AllowedTools
 from guardtrace.collectors.errors import GuardInputError
+from guardtrace.collectors.plans.allowed_tools import AllowedTools
 from guardtrace.collectors.tool_catalog import (
     ToolSpec,
     looks_like_tool_definition,

@@ -8,7 +8,7 @@ import logging
 import time
 
 import pytest
-
+from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.questions.criticality import (
     DEFAULT_PATTERNS,
     NOT_REQUIRED,
@@ -19,8 +19,6 @@ from guardtrace.collectors.questions.criticality import (
     default_gate,
     scan_question_input,
 )
-from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.testing import capture
 from guardtrace.collectors.questions.verification import (
     NUDGE_PREFIX,
     REASON_SYSTEM_PROMPT,
@@ -34,6 +32,7 @@ from guardtrace.collectors.questions.verification import (
     reason_messages,
     reason_tool_schema,
 )
+from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 
 OCTOBER = "Which month of the year is spelled with an X?"
@@ -501,11 +500,10 @@ def test_exhausted_nudges_allow_the_answer_and_record_a_bypass() -> None:
 
 
 def test_context_manager_closes_on_error_and_reraises() -> None:
-    with capture() as cap:
-        with pytest.raises(RuntimeError, match="llm down"):
-            with VerificationLoop(OCTOBER, request_id="r") as loop:
-                loop.on_model_turn(wants_to_finish=False)
-                raise RuntimeError("llm down")
+    with (capture() as cap, pytest.raises(RuntimeError, match="llm down"),
+          VerificationLoop(OCTOBER, request_id="r") as loop):
+        loop.on_model_turn(wants_to_finish=False)
+        raise RuntimeError("llm down")
     assert cap.events(names.EVENT_VERIFICATION_BYPASSED)[0].attributes[
         names.ATTR_REASON] == "error"
 
