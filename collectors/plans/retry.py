@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..emit.telemetry import GuardTelemetry, new_request_id
-from .retry_prompts import build_enhanced_request, build_retry_feedback
+from .retry_prompts import PlanAttempt, build_enhanced_request, build_retry_feedback
 from .retry_telemetry import RetryReporter
 from .validation import (
     OPERATION,  # noqa: F401 - re-exported: it used to be defined here
@@ -107,52 +107,6 @@ class PlanRetryConfig:
     def retry_budget(self) -> int:
         """Retries actually allowed: ``max_retries``, or 0 when disabled."""
         return self.max_retries if self.enabled else 0
-
-
-@dataclass(frozen=True)
-class PlanAttempt:
-    """What ``generate`` is asked to produce.
-
-    Attributes:
-        request: The request to plan for; on enhanced retries it ends with a
-            ``[CAPABILITY_HINT: ...]`` paragraph.
-        allowed: The allowed tools for this attempt, in the form given (or returned by
-            ``reselect``): show exactly these to the planner.
-        temperature: None on the first attempt (use your default), the configured
-            retry temperature on retries.
-        retry: 0 for the first attempt, then 1, 2, ...
-        feedback: Why the previous plan was rejected ("" on the first attempt). It must
-            come first in the prompt: use :attr:`prompt_prefix` or :meth:`compose`.
-        original_request: The caller's request, without any hint.
-        previous_plan: The rejected plan, as generated (None on the first attempt).
-        previous_result: Its validation result (None on the first attempt).
-        catalog: ``allowed`` parsed (names, capabilities).
-    """
-
-    request: str
-    allowed: Any
-    temperature: float | None = None
-    retry: int = 0
-    feedback: str = ""
-    original_request: str = ""
-    previous_plan: Any = None
-    previous_result: PlanValidationResult | None = field(default=None, repr=False)
-    catalog: AllowedTools | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def prompt_prefix(self) -> str:
-        """The feedback followed by a blank line, or "" on the first attempt."""
-        return f"{self.feedback}\n\n" if self.feedback else ""
-
-    def compose(self, planning_prompt: str) -> str:
-        """``planning_prompt`` with the feedback first, so the planner reads the
-        rejection before the (long) tool list."""
-        return self.prompt_prefix + planning_prompt
-
-    @property
-    def allowed_names(self) -> tuple[str, ...]:
-        """The allowed tool/agent names of this attempt."""
-        return (self.catalog or AllowedTools.parse(self.allowed)).names
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""What the plan retry tells the planner: the feedback that opens the retry prompt, and
-the capability hint added to the request before tools are selected again.
+"""What the plan retry tells the planner: the attempt it is asked to plan (with its
+feedback first), the feedback that opens the retry prompt, and the capability hint added
+to the request before tools are selected again.
 
 Both are generic on purpose: they repeat the names, capabilities and instructions of the
 rejected plan and the allowed list of the retry, never a map from one domain's words to
@@ -8,13 +9,14 @@ its tools, so they work for any planner and any tool set.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from .allowed_tools import AllowedTools
 from .findings import PlanErrorType, PlanIssue, PlanValidationResult
 from .plan_shapes import PlanStep
 
-__all__ = ["build_enhanced_request", "build_retry_feedback"]
+__all__ = ["PlanAttempt", "build_enhanced_request", "build_retry_feedback"]
 
 
 def _step_of(result: PlanValidationResult, issue: PlanIssue) -> PlanStep | None:
@@ -127,3 +129,49 @@ def build_retry_feedback(result: PlanValidationResult, allowed: Any) -> str:
     else:
         lines.append("Allowed tools: none.")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PlanAttempt:
+    """What ``generate`` is asked to produce.
+
+    Attributes:
+        request: The request to plan for; on enhanced retries it ends with a
+            ``[CAPABILITY_HINT: ...]`` paragraph.
+        allowed: The allowed tools for this attempt, in the form given (or returned by
+            ``reselect``): show exactly these to the planner.
+        temperature: None on the first attempt (use your default), the configured
+            retry temperature on retries.
+        retry: 0 for the first attempt, then 1, 2, ...
+        feedback: Why the previous plan was rejected ("" on the first attempt). It must
+            come first in the prompt: use :attr:`prompt_prefix` or :meth:`compose`.
+        original_request: The caller's request, without any hint.
+        previous_plan: The rejected plan, as generated (None on the first attempt).
+        previous_result: Its validation result (None on the first attempt).
+        catalog: ``allowed`` parsed (names, capabilities).
+    """
+
+    request: str
+    allowed: Any
+    temperature: float | None = None
+    retry: int = 0
+    feedback: str = ""
+    original_request: str = ""
+    previous_plan: Any = None
+    previous_result: PlanValidationResult | None = field(default=None, repr=False)
+    catalog: AllowedTools | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def prompt_prefix(self) -> str:
+        """The feedback followed by a blank line, or "" on the first attempt."""
+        return f"{self.feedback}\n\n" if self.feedback else ""
+
+    def compose(self, planning_prompt: str) -> str:
+        """``planning_prompt`` with the feedback first, so the planner reads the
+        rejection before the (long) tool list."""
+        return self.prompt_prefix + planning_prompt
+
+    @property
+    def allowed_names(self) -> tuple[str, ...]:
+        """The allowed tool/agent names of this attempt."""
+        return (self.catalog or AllowedTools.parse(self.allowed)).names

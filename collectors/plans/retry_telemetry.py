@@ -20,7 +20,7 @@ from .findings import PlanValidationResult
 from .validation import report_hallucinations
 
 if TYPE_CHECKING:
-    from .retry import PlanAttempt
+    from .retry_prompts import PlanAttempt
 
 __all__ = ["RetryReporter"]
 
