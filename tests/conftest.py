@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from guardtrace.collectors.emit.telemetry import internal_totals
+from guardtrace.collectors.emit.internal import internal_totals
 from guardtrace.schemas import names
 
 TESTS = Path(__file__).resolve().parent

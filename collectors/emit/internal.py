@@ -78,15 +78,22 @@ class _Instruments:
 instruments = _Instruments()
 
 
-def count_hook_error(where: str, exc: BaseException) -> None:
-    """Log (rate-limited) and count a hook's internal failure; never raises."""
-    log_rate_limited(f"hook:{where}", "guardtrace hook %s failed and was skipped: %r", where, exc)
-    with contextlib.suppress(Exception):  # counting must not raise either
-        instruments.counter(names.METRIC_HOOK_ERRORS).add(1, {names.ATTR_OPERATION: where})
-
-
 _internal_totals: dict[tuple[str, str], int] = {}
 _internal_lock = threading.Lock()
+
+
+def count_hook_error(where: str, exc: BaseException) -> None:
+    """Log (rate-limited) and count a hook's internal failure; never raises.
+
+    Tallied in-process too (keyed by the failing operation), so that a swallowed error
+    stays visible where the counter is not exported: the test suite fails on one.
+    """
+    log_rate_limited(f"hook:{where}", "guardtrace hook %s failed and was skipped: %r", where, exc)
+    with _internal_lock:
+        key = (names.METRIC_HOOK_ERRORS, where)
+        _internal_totals[key] = _internal_totals.get(key, 0) + 1
+    with contextlib.suppress(Exception):  # counting must not raise either
+        instruments.counter(names.METRIC_HOOK_ERRORS).add(1, {names.ATTR_OPERATION: where})
 
 
 def count_internal(metric: str, value: int, attributes: Mapping[str, str]) -> None:
@@ -105,7 +112,7 @@ def count_internal(metric: str, value: int, attributes: Mapping[str, str]) -> No
 
 def internal_totals(metric: str | None = None) -> dict[str, int]:
     """Process-lifetime totals of guardtrace's own counters, keyed ``metric`` or
-    ``metric{reason}``; with ``metric``, only that metric's entries."""
+    ``metric{reason}`` (``hook_errors{operation}``); with ``metric``, only its entries."""
     with _internal_lock:
         items = list(_internal_totals.items())
     out: dict[str, int] = {}

@@ -17,8 +17,9 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import guardtrace.collectors as collectors
 import pytest
+
+import guardtrace.collectors as collectors
 from guardtrace.collectors.emit import state as _state
 from guardtrace.collectors.emit.cardinality import AgentLabelLimiter
 from guardtrace.collectors.emit.redaction import DEFAULT_RULES, Redactor
@@ -296,6 +297,7 @@ def test_counter_total_can_filter_on_the_metric_label() -> None:
                                  metric=names.METRIC_HALLUCINATIONS) == 1
 
 
+@pytest.mark.expect_hook_errors
 def test_guarded_returns_fallback_and_counts_the_error() -> None:
     calls: list[tuple[Any, ...]] = []
 

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.claims import DONE, NOW, find_claims
 from guardtrace.collectors.replies.conversation import read_conversation
@@ -420,6 +421,7 @@ def test_check_conversation_judges_the_last_reply_and_emits() -> None:
     assert '"msg_index": 1' in payload.body
 
 
+@pytest.mark.expect_hook_errors
 def test_check_conversation_never_raises() -> None:
     guard = FabricationGuard()
     with capture() as cap:

@@ -12,6 +12,7 @@ import logging
 import threading
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.fabrication import (
     DEFAULT_DISCLAIMERS,
@@ -438,6 +439,7 @@ def test_default_history_size_follows_the_detector() -> None:
     assert guard.history.size == 5  # type: ignore[union-attr]
 
 
+@pytest.mark.expect_hook_errors
 def test_hook_never_raises_when_the_detector_does() -> None:
     class BrokenDetector(FabricationDetector):
         def detect(self, *args: object, **kwargs: object) -> FabricationVerdict:

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.future import Future
+from opentelemetry.sdk.trace import TracerProvider
+
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.emit import state as _state
 from guardtrace.collectors.emit.payload_body import snapshot_body
@@ -35,8 +38,6 @@ from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, decode
 from guardtrace.transport.broker import free_port
-from kafka.future import Future
-from opentelemetry.sdk.trace import TracerProvider
 
 MAX_MESSAGE = 32_768  # the smallest max_message_bytes CollectorConfig accepts
 DROPPED = names.METRIC_PAYLOADS_DROPPED
@@ -463,6 +464,7 @@ def test_body_that_is_not_json_ships_through_default_str_as_at_the_call(sinks: l
     assert "note(before)" in expected[0] and "note(before)" in expected[3]
 
 
+@pytest.mark.expect_hook_errors
 def test_body_json_rejects_is_refused_on_the_caller_as_before(sinks: list) -> None:
     sink, kafka = _recording_sink(sinks)
     cycle: list[Any] = ["x"]

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plans.retry import (
     GeneratedPlan,
@@ -21,7 +22,6 @@ from guardtrace.collectors.plans.retry import (
 )
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
-
 from tests.support.telemetry import ExplodingTelemetry
 
 REQUEST = "What is 100 times the current tesla stock price, multiplied by the temperature?"
@@ -437,6 +437,7 @@ def test_generated_request_id_is_used_when_none_given():
     assert {e.attributes["request_id"] for e in cap.events()} == {out.request_id}
 
 
+@pytest.mark.expect_hook_errors
 def test_failing_payload_sink_does_not_break_the_loop(monkeypatch):
     def broken(*args: Any, **kwargs: Any) -> bool:
         raise OSError("debug store unreachable")
@@ -450,6 +451,7 @@ def test_failing_payload_sink_does_not_break_the_loop(monkeypatch):
     assert len(cap.events(names.EVENT_HALLUCINATION_RECOVERED)) == 1
 
 
+@pytest.mark.expect_hook_errors
 def test_telemetry_that_raises_never_changes_the_outcome():
     telemetry = ExplodingTelemetry(names.MODULE_PLANNING, "hallucination_detection")
     out = generate_validated_plan(REQUEST, ScriptedPlanner(CALCULATION_PLAN, MATH_PLAN),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plans.suggestions import ABSTENTION, classify_unknown_name
 from guardtrace.collectors.plans.validation import (
@@ -25,7 +26,6 @@ from guardtrace.collectors.plans.validation import (
 )
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
-
 from tests.support.telemetry import ExplodingTelemetry
 
 # Seed 003: the capability text the planner was shown.
@@ -806,6 +806,7 @@ def test_validate_plan_uses_the_current_trace_id_when_given_no_request_id():
     assert len(ids) == 2 and all(len(i) == 32 for i in ids)
 
 
+@pytest.mark.expect_hook_errors
 def test_failing_telemetry_never_changes_the_result():
     telemetry = ExplodingTelemetry(names.MODULE_PLANNING, "hallucination_detection")
     result = validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, telemetry=telemetry)

@@ -8,6 +8,7 @@ import logging
 import time
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.questions.criticality import (
     DEFAULT_PATTERNS,
@@ -548,6 +549,7 @@ class _BrokenGate(CriticalityGate):
         raise RuntimeError("gate exploded")
 
 
+@pytest.mark.expect_hook_errors
 def test_a_failing_gate_means_no_verification_required() -> None:
     with capture() as cap:
         loop = VerificationLoop(OCTOBER, request_id="r", gate=_BrokenGate())
@@ -559,6 +561,7 @@ def test_a_failing_gate_means_no_verification_required() -> None:
     assert _event_names(cap) == []
 
 
+@pytest.mark.expect_hook_errors
 def test_a_failing_loop_allows_the_finish() -> None:
     def broken_nudge(question: str) -> str:
         raise RuntimeError("template exploded")
