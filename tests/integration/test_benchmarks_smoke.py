@@ -16,7 +16,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.integration
 def test_hook_overhead_smoke_ends_with_its_json_line() -> None:
     run = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "hook_overhead.py"), "--quick",

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from guardtrace.schemas import environment_variables as env
 from guardtrace.transport.broker import free_port
 from guardtrace.transport.lag import read_consumer_lag
@@ -24,7 +25,7 @@ from guardtrace.transport.topics import TopicSet
 from .conftest import wait_for
 from .test_up import UpProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps dialing Google's hosts, which

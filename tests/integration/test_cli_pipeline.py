@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import TopicSet, ensure_topics
 
 from .conftest import wait_for
-
-pytestmark = pytest.mark.integration
 
 CLI = [sys.executable, "-m", "guardtrace.cli"]
 

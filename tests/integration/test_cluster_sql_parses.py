@@ -13,11 +13,10 @@ import uuid
 from typing import Any
 
 import pytest
+
 from guardtrace.store.cluster_migrations import plan, render_sql
 from guardtrace.store.connection import StoreConfig
 from guardtrace.store.migrate import load_migrations
-
-pytestmark = pytest.mark.integration
 
 CONFIG = StoreConfig.resolve(url="chdb://unused", database="guardtrace")
 

@@ -17,13 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from guardtrace.transport.broker import EmbeddedBroker, free_port
 from guardtrace.transport.topics import TopicSet
 
 from .conftest import wait_for
-
-pytestmark = pytest.mark.integration
 
 
 def probe(port: int, path: str) -> tuple[int, dict[str, Any]] | None:

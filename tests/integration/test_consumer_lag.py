@@ -10,12 +10,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
-from guardtrace.transport.lag import read_consumer_lag
-from guardtrace.transport.topics import ensure_topics
 from kafka import KafkaProducer
 
-pytestmark = pytest.mark.integration
+from guardtrace.transport.lag import read_consumer_lag
+from guardtrace.transport.topics import ensure_topics
 
 BATCHES, PER_BATCH = 3, 5
 

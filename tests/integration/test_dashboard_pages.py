@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaProducer
+from streamlit.testing.v1 import AppTest
+
 from guardtrace import collectors
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
@@ -22,12 +25,9 @@ from guardtrace.store import queries
 from guardtrace.store.connection import StoreConfig
 from guardtrace.store.migrate import migrate
 from guardtrace.transport.broker import EmbeddedBroker
-from kafka import KafkaProducer
-from streamlit.testing.v1 import AppTest
-
 from tests.support.services import Pipeline, new_pipeline
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 LABEL_CAP = 15

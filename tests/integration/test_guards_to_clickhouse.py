@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from guardtrace import collectors
 from guardtrace.schemas import names
 
 from .conftest import Pipeline
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 ALLOWED = "Agent: weather-tool-v2 (ID: weather-tool-v2)\n  - Capability: get_current_weather\n"
 

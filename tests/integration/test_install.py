@@ -32,12 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import decode
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import ensure_topics
-from kafka import KafkaConsumer
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_CORE_INSTALL_MB = 60

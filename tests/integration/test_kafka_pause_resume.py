@@ -12,9 +12,10 @@ import time
 import uuid
 from typing import Any
 
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
 from guardtrace.transport.kafka_workarounds import release_parked_records
 from guardtrace.transport.topics import ensure_topics
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 RECORDS = 30
 

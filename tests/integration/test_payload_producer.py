@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
+from kafka import KafkaConsumer
+
 from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.schemas.payload_record import PayloadRecord, decode, encode
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import ensure_topics
-from kafka import KafkaConsumer
-
-pytestmark = pytest.mark.integration
 
 
 def test_payload_records_go_through_a_producer_that_does_not_recompress(

@@ -9,17 +9,18 @@ import threading
 from typing import Any
 
 import pytest
-from guardtrace import collectors
-from guardtrace.collectors.emit.telemetry import GuardTelemetry
-from guardtrace.schemas import names
-from guardtrace.store.writer import ClickHouseWriter
 from kafka import KafkaConsumer, KafkaProducer
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from guardtrace import collectors
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
+from guardtrace.schemas import names
+from guardtrace.store.writer import ClickHouseWriter
+
 from .conftest import Pipeline, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 
 def emit_requests(telemetry: collectors.Telemetry, count: int, *, payloads: bool = True,

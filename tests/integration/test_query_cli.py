@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from guardtrace import cli, collectors
 from guardtrace.schemas import names
 
 from .conftest import Pipeline
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 ALLOWED = "Agent: weather-tool-v2 (ID: weather-tool-v2)\n  - Capability: get_current_weather\n"
 SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"

@@ -6,13 +6,11 @@ The SQL migration files keep their literal DDL; this is what keeps the two in st
 from __future__ import annotations
 
 import pytest
+
 from guardtrace.store import tables
 from guardtrace.store.cluster_migrations import SHARDING_KEYS
 from guardtrace.store.query_sql import sql
-
 from tests.support.services import Pipeline
-
-pytestmark = pytest.mark.integration
 
 
 def _columns(pipeline: Pipeline, table: str) -> list[str]:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from guardtrace import collectors
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
@@ -29,7 +30,7 @@ from guardtrace.transport.topics import TopicSet
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 
 class UpProcess:

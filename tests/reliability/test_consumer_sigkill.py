@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaAdminClient
+
 from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
 from guardtrace.schemas import names
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import TopicSet, ensure_topics
-from kafka import KafkaAdminClient
-
 from tests.support.consumer_process import ConsumerProcess, run_guardtrace, store_env
 from tests.support.store_query import query_store
 
@@ -50,8 +50,7 @@ EMIT_SECONDS = seconds(ci=25.0, full=0.0)
 KILL_AFTER_S = (0.0, 2.0)
 SEED = int(os.environ.get("GUARDTRACE_RELIABILITY_SEED") or random.SystemRandom().randrange(2**31))
 
-pytestmark = [pytest.mark.reliability, pytest.mark.integration,
-              pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 
 class Emitter(threading.Thread):

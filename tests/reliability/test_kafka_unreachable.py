@@ -28,20 +28,20 @@ import tracemalloc
 from collections.abc import Callable
 
 import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import internal_totals
 from guardtrace.schemas import names
 from guardtrace.store.queries import collector_drops
 from guardtrace.transport.broker import EmbeddedBroker, free_port
 from guardtrace.transport.topics import ensure_topics
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .conftest import Pipeline, wait_for
 from .scale import FULL, size
 
-pytestmark = [pytest.mark.reliability, pytest.mark.integration,
-              pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 TURNS = size(ci=300, full=3_000)
 PAYLOADS = size(ci=400, full=4_000)

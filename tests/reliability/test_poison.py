@@ -24,25 +24,25 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from guardtrace import collectors
-from guardtrace.collectors.emit.telemetry import GuardTelemetry
-from guardtrace.consumers.consumer import MAX_RECORD_BYTES
-from guardtrace.schemas import names
-from guardtrace.store.queries import dead_letter_summary
-from guardtrace.store.writer import ClickHouseWriter
 from kafka import KafkaConsumer, KafkaProducer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from guardtrace import collectors
+from guardtrace.collectors.emit.telemetry import GuardTelemetry
+from guardtrace.consumers.consumer import MAX_RECORD_BYTES
+from guardtrace.schemas import names
+from guardtrace.store.queries import dead_letter_summary
+from guardtrace.store.writer import ClickHouseWriter
+
 from .conftest import Pipeline
 from .faults import GiveUpAfter, Stalled
 from .messages import Poison, compress_document, payload_document, poison_kinds
 from .scale import FULL, size
 
-pytestmark = [pytest.mark.reliability, pytest.mark.integration,
-              pytest.mark.usefixtures("collectors_reset")]
+pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
 REQUESTS = size(ci=450, full=4_500)
 CHUNKS = 10
