@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: install browser demo smoke test bench clean
+.PHONY: install browser demo smoke lint test bench clean
 
 install: $(VENV)/.installed
 
@@ -31,7 +31,15 @@ browser:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-test: install browser
+# ruff and mypy (configured in pyproject.toml). The repository root is the package
+# `guardtrace`, which mypy finds by name: a link named guardtrace, in a folder of its own,
+# points at the root.
+lint: install
+	$(BIN)/ruff check .
+	@typecheck=$$(mktemp -d) && ln -s "$(CURDIR)" "$$typecheck/guardtrace" && \
+	  MYPYPATH="$$typecheck" $(BIN)/mypy -p guardtrace; status=$$?; rm -rf "$$typecheck"; exit $$status
+
+test: install browser lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The benchmarks (benchmarks/, not part of `make test`): each prints a table and, last, one

@@ -162,11 +162,11 @@ def print_table(title: str, headers: list[str], rows: list[list[Any]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
               for i, h in enumerate(headers)]
     print(f"\n{title}")
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)))
     print("  ".join("-" * w for w in widths))
     for row in cells:
         print("  ".join(c.rjust(w) if i else c.ljust(w)
-                        for i, (c, w) in enumerate(zip(row, widths))))
+                        for i, (c, w) in enumerate(zip(row, widths, strict=False))))
 
 
 def log(message: str) -> None:

@@ -87,7 +87,7 @@ def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
     def watch_assignment() -> None:
         # The consumer's own "partitions assigned" event: the consume phase starts there
         # (the records are already in Kafka; the group join before it is Tansu's wait).
-        consumer._assigned.wait()  # noqa: SLF001 - benchmark instrumentation only
+        consumer._assigned.wait()
         assigned_at.append(time.time())
         print("assigned", file=sys.stderr, flush=True)
 

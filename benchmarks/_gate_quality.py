@@ -49,7 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from guardtrace.collectors.questions.criticality import CriticalityDecision, CriticalityGate, default_gate
+from guardtrace.collectors.questions.criticality import (
+    CriticalityDecision,
+    CriticalityGate,
+    default_gate,
+)
 
 if TYPE_CHECKING:  # the tests load this module by path, without benchmarks/ on sys.path
     from _common import Report
@@ -411,9 +415,9 @@ def _measure_positives(report: Report, gate: CriticalityGate) -> None:
     asked = dict.fromkeys(_HALVES, 0)
     for family, questions in POSITIVES.items():
         row: list[object] = [family]
-        for half, items in zip(_HALVES, _halves(questions)):
+        for half, items in zip(_HALVES, _halves(questions), strict=False):
             hits = [gate.assess(q).should_reason for q in items]
-            missed += [[f"missed ({family}, {half})", q] for q, hit in zip(items, hits) if not hit]
+            missed += [[f"missed ({family}, {half})", q] for q, hit in zip(items, hits, strict=False) if not hit]
             recall = sum(hits) / len(items)
             row += [f"{sum(hits)}/{len(items)}", recall]
             caught[half] += sum(hits)
@@ -436,7 +440,7 @@ def _measure_positives(report: Report, gate: CriticalityGate) -> None:
 def _measure_hard_negatives(report: Report, gate: CriticalityGate) -> None:
     rows: list[list[object]] = []
     fired: list[list[object]] = []
-    for half, items in zip(_HALVES, _halves(HARD_NEGATIVES)):
+    for half, items in zip(_HALVES, _halves(HARD_NEGATIVES), strict=False):
         fires = [q for q in items if gate.assess(q).should_reason]
         fired += [[f"fired ({half})", q] for q in fires]
         rate = len(fires) / len(items)

@@ -156,7 +156,7 @@ def right_tool(record: Mapping[str, Any], index: int) -> tuple[str | None, str]:
     call = record["calls"][index]
     arguments = _arguments(call.get("arguments"))
     tools = {t["function"]["name"]: t for t in record["tools"]}
-    asked = {c["name"] for c, t in zip(record["calls"], record["truth"]["calls"])
+    asked = {c["name"] for c, t in zip(record["calls"], record["truth"]["calls"], strict=False)
              if t["kind"] == "ok" and _arguments(c.get("arguments")) == arguments}
     fits = [name for name in intended
             if name in tools and name not in asked and _schema_accepts(tools[name], arguments)]

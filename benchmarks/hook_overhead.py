@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from _common import Report, collector_settings, log, percentile, services, summarize_ns
+
 from guardtrace.schemas import names
 from guardtrace.transport.broker import free_port
 

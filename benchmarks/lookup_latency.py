@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "events_per_request": EVENTS_PER_REQUEST,
                                        "spread_hours": SPREAD.total_seconds() / 3600})
 
-    from guardtrace.store.migrate import migrate
-    from guardtrace.store.connection import StoreConfig, open_client
     from guardtrace.store import queries
+    from guardtrace.store.connection import StoreConfig, open_client
+    from guardtrace.store.migrate import migrate
     tmp = Path(tempfile.mkdtemp(prefix="guardtrace-bench-lookup-"))
     store_dir = args.store or tmp / "store"
     try:

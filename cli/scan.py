@@ -27,7 +27,8 @@ from .scan_conversations import scan_conversation_input
 
 __all__ = ["SCANNERS", "ScanSummary", "scan_lines"]
 
-SCANNERS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+# One verdict per input line, or (conversations) one per reply of it.
+SCANNERS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any] | list[dict[str, Any]]]] = {
     "fabrication": scan_fabrication_input,
     "questions": scan_question_input,
     "plans": scan_plan_input,

@@ -137,7 +137,7 @@ def _start_consumer(stack: _Stack, pipeline: Any) -> None:
         try:
             stats = stack.consumer.run()
             logger.info("consumer stopped: %s", stats.as_dict())
-        except Exception as exc:  # noqa: BLE001 - reported by the supervisor
+        except Exception as exc:
             logger.exception("consumer failed")
             stack.failure.append(f"the consumer failed: {exc!r}")
 

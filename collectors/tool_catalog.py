@@ -347,10 +347,7 @@ def read_tool_specs(tools: Any) -> tuple[ToolSpec, ...]:
         tools = loads_json(text, f"{where}: looks like JSON but is not valid JSON")
     inner = tool_list_in(tools)
     if inner is not None:
-        if is_mapping(tools) and "jsonrpc" in tools:
-            where = f"{where}.result.tools"
-        else:
-            where = f"{where}.tools"
+        where = f"{where}.result.tools" if is_mapping(tools) and "jsonrpc" in tools else f"{where}.tools"
         tools = inner
     elif (is_mapping(tools) or _is_object(tools)) and looks_like_tool_definition(tools):
         tools = (tools,)

@@ -6,10 +6,10 @@ The loop, and why it is shaped this way:
   A record that cannot be decoded goes to the dead-letter topic with the reason in its
   headers, and the partition moves on (one bad record must not stop a partition).
 * Flush when the batch reaches ``batch_max_rows``, ``batch_max_bytes`` of record values
-  or ``batch_max_seconds``: insert into
-  ClickHouse, make sure the dead letters are acknowledged, and only then commit the
-  offsets of every record in the batch. A crash anywhere before the commit replays the
-  batch; deterministic row ids plus ReplacingMergeTree make the replay invisible.
+  or ``batch_max_seconds``: insert into ClickHouse, make sure the dead letters are
+  acknowledged, and only then commit the offsets of every record in the batch. A crash
+  anywhere before the commit replays the batch; deterministic row ids plus
+  ReplacingMergeTree make the replay invisible.
 * One batch is inserted on a writer thread while the loop fetches and decodes the next
   (ClickHouse works outside the GIL, so the two overlap). Commits stay on the loop's
   thread and in batch order; at most two batches are held.
@@ -93,13 +93,13 @@ class _Rebalance(ConsumerRebalanceListener):
         # records are fetched again, here or by their new owner. During a flush the
         # outer flush owns the batch; its commit may then fail, and the replay of
         # rows already written is deduplicated.
-        if not self._owner._flushing:
-            self._owner._batch = _Batch()
+        if not self._owner._flushing:  # noqa: SLF001 - the listener is the consumer's own part
+            self._owner._batch = _Batch()  # noqa: SLF001
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self._owner._assigned.set()
+        self._owner._assigned.set()  # noqa: SLF001
         # The idle clock of --until-idle starts at the (first) assignment.
-        self._owner._last_activity = time.monotonic()
+        self._owner._last_activity = time.monotonic()  # noqa: SLF001
         logger.info("assigned partitions: %s",
                     ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(assigned)))
 
@@ -198,11 +198,11 @@ class TelemetryConsumer:
                         self._hand_off()
                     elif not self._batch.records:
                         self._batch.started = now
-                    if until_idle_s is not None and not got and not self._batch.records \
-                            and self._in_flight is None:
-                        if (self._assigned.is_set() or now > join_deadline) \
-                                and now - self._last_activity >= until_idle_s:
-                            break
+                    if (until_idle_s is not None and not got and not self._batch.records
+                            and self._in_flight is None
+                            and (self._assigned.is_set() or now > join_deadline)
+                            and now - self._last_activity >= until_idle_s):
+                        break
                 self._flush(retry=False)
         except BaseException:
             # Dying (a bug, or a crash in a test): abandon both batches uncommitted, so
@@ -295,7 +295,7 @@ class TelemetryConsumer:
             batch, write = self._in_flight
             self._in_flight = None
             try:
-                written = write.result()
+                written: dict[str, int] | None = write.result()
             except Exception as exc:  # noqa: BLE001 - any failure: keep and retry
                 written = self._write_with_retry(batch, retry, exc)
             if written is None:

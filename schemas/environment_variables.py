@@ -158,9 +158,9 @@ def read_int(var: EnvVar, explicit: int | None = None,
     """Resolve an integer setting; a non-integer or too-small value raises ConfigError."""
     value, source = _raw(var, explicit, environ)
     try:
-        if isinstance(value, float) or isinstance(value, bool):
+        if isinstance(value, (float, bool)):
             raise ValueError  # 3.7 is not an integer; do not truncate it silently
-        number = int(value)  # type: ignore[arg-type]
+        number = value if isinstance(value, int) else int(str(value))
     except (TypeError, ValueError):
         raise ConfigError(f"{var.name} must be an integer, got {value!r} (from {source})") from None
     if number < minimum:

@@ -15,8 +15,8 @@ from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
+from ..collectors.emit.telemetry import GuardTelemetry, record_payload
 from ..collectors.plans import retry as plan_retry
-from ..collectors.replies.fabrication import FabricationDetector, FabricationGuard
 from ..collectors.plans.retry import (
     GeneratedPlan,
     PlanAttempt,
@@ -26,12 +26,12 @@ from ..collectors.plans.retry import (
     PlanRetryConfig,
     generate_validated_plan,
 )
-from ..collectors.emit.telemetry import GuardTelemetry, record_payload
 from ..collectors.questions.verification import (
     TurnActionKind,
     VerificationLoop,
     VerificationOutcome,
 )
+from ..collectors.replies.fabrication import FabricationDetector, FabricationGuard
 from ..schemas import names
 from .catalog import GENERIC_TOOLS, MODULE_TOOLS
 from .fleet import (

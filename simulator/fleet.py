@@ -263,6 +263,7 @@ class Fleet:
         size = int(MIN_PROMPT_BYTES * (MAX_PROMPT_BYTES / MIN_PROMPT_BYTES) ** (rng.random() ** 2))
         has_secret = rng.random() < _SECRET_SHARE
         sequence, self._sequence = self._sequence, self._sequence + 1
+        step: PlanScript | ReplyScript | QuestionScript
         if scenario.value.startswith("plan_"):
             step, request, response = self._plan(agent, scenario)
         elif scenario.value.startswith("reply_"):

@@ -19,8 +19,8 @@ from typing import Any
 from opentelemetry import trace
 
 from .. import __version__
-from ..collectors.emit import state as _state
 from ..collectors import force_flush as collectors_force_flush
+from ..collectors.emit import state as _state
 from ..schemas import names
 from .agent import SimulatedAgent
 from .defaults import (

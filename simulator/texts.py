@@ -179,7 +179,7 @@ def read_reply(rng: random.Random) -> str:
 
 def typed_tool_call(rng: random.Random, tool: str) -> str:
     """A tool call written out as text, as models do that lose their tool interface."""
-    body = '{"name": "%s", "arguments": {"id": "%d"}}' % (tool, rng.randint(1000, 99999))
+    body = f'{{"name": "{tool}", "arguments": {{"id": "{rng.randint(1000, 99999)}"}}}}'
     return rng.choice((f"<tool_call>{body}</tool_call>", f"```json\n{body}\n```", body))
 
 

@@ -130,7 +130,7 @@ def open_client(config: StoreConfig) -> Any:
         path.mkdir(parents=True, exist_ok=True)
         try:
             return clickhouse_connect.get_client(dsn=f"chdb://{path}")
-        except Exception as exc:  # noqa: BLE001 - translated into an actionable error
+        except Exception as exc:
             holder = _lock_holder(path)
             if holder is not None:
                 raise StoreLockedError(
@@ -150,7 +150,7 @@ def open_client(config: StoreConfig) -> Any:
             secure=parsed.scheme == "https",
             connect_timeout=5,
         )
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise StoreError(f"Cannot reach ClickHouse at {parsed.hostname}:{parsed.port}: {exc}. "
                          f"Check {env.CLICKHOUSE_URL.name}.") from exc
 

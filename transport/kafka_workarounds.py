@@ -29,11 +29,11 @@ def release_parked_records(consumer: Any) -> None:
     ``tests/integration/test_kafka_pause_resume.py`` fails on an affected version.
     """
     fetcher = getattr(consumer, "_fetcher", None)
-    if not getattr(fetcher, "_paused_partition_records", None):
+    if fetcher is None or not getattr(fetcher, "_paused_partition_records", None):
         return
     in_line = getattr(fetcher, "_next_partition_records", None)
     if in_line is not None and not in_line:  # read to the end: nothing in line
-        fetcher._next_partition_records = None
+        fetcher._next_partition_records = None  # noqa: SLF001 - the workaround itself
 
 
 def true_log_end(listed: int | None, fetched_high_watermark: int | None) -> int:

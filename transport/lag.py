@@ -79,7 +79,7 @@ def read_consumer_lag(bootstrap: str, group: str, topics: Sequence[str]) -> Cons
             if client is not None:
                 try:
                     client.close()
-                except Exception:  # noqa: BLE001, S110 - closing a broken client
+                except Exception:  # noqa: BLE001 - closing a broken client
                     pass
 
 

@@ -299,6 +299,9 @@ class Redactor:
     rules: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_RULES))
     extra_rules: Mapping[str, str] = field(default_factory=dict)
     enabled: bool = True
+    # Set once by __post_init__ (the dataclass is frozen).
+    _compiled: tuple[_Rule, ...] = field(init=False, repr=False, compare=False)
+    _memo: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = tuple(
@@ -310,8 +313,8 @@ class Redactor:
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by its marker."""
-        hit = self._memo.get(text)  # type: ignore[attr-defined]
-        return hit[0] if hit is not None else self.redact_counted(text)[0]  # type: ignore[no-any-return]
+        hit = self._memo.get(text)
+        return hit[0] if hit is not None else self.redact_counted(text)[0]
 
     def redact_counted(self, text: str) -> tuple[str, int]:
         """Return the redacted text and how many secrets were replaced."""
@@ -319,17 +322,17 @@ class Redactor:
             return text, 0
         short = len(text) <= _MEMO_MAX_CHARS
         if short:
-            hit = self._memo.get(text)  # type: ignore[attr-defined]
+            hit = self._memo.get(text)
             if hit is not None:
-                return hit  # type: ignore[no-any-return]
+                return hit
         original = text
         total = 0
         folds = _Folds()
-        for rule in self._compiled:  # type: ignore[attr-defined]
+        for rule in self._compiled:
             text, count = rule.apply(text, folds)
             total += count
         if short:
-            memo = self._memo  # type: ignore[attr-defined]
+            memo = self._memo
             if len(memo) >= _MEMO_ENTRIES:
                 memo.clear()
             memo[original] = (text, total)

@@ -259,15 +259,18 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     # literals its matches start with (the pattern is then tried only where one occurs,
     # found by str.find, instead of at every character; None: no such literal).
     subject = ("i ", "i'", "i’", "we ", "we'", "we’")
-    starts_subject = ("i'", "i’", "i ", "i\n", "we'", "we’", "we ", "we\n")
-    done_hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
+    starts_subject: tuple[str, ...] = ("i'", "i’", "i ", "i\n", "we'", "we’", "we ", "we\n")
+    # (words one of which the text must hold, how the match must start) per pattern.
+    hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | None], ...]
+    done_hints: hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
                   (("now",), ("is", "are")), (("successfully", "now"), ("was", "were")),
                   (("upon", "after"), ("upon", "after")), (("successfully",), None))
-    now_hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
+    now_hints: hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
                  (("let",), ("let",)),
                  (("i'll", "i’ll", "will", "shall", "going", "about"), starts_subject),
                  (("while",), ("while",)), (("now",), None))
     proceed_needs = ("proceed", "process", "complet", "finaliz", "initiat", "handl", "mak")
+    out: list[tuple[re.Pattern[str], str, str, tuple[str, ...], tuple[str, ...] | None]]
     out = [(re.compile(x, flags), DONE, "ing" if "upon" in x else "past", needs, starts)
            for x, (needs, starts) in zip(done, done_hints, strict=True)]
     out += [(re.compile(x, flags), t, "work", needs,

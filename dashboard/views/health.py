@@ -5,6 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 import streamlit as st
+
 from guardtrace.dashboard.data import auto_refresh, empty_state, minute_frame, store, time_range
 from guardtrace.dashboard.kafka_health import consumer_lag
 from guardtrace.dashboard.settings import settings
@@ -60,8 +61,7 @@ else:
 
 st.subheader("Dropped at the collectors")
 drops = queries.collector_drops(data.client, data.database)
-cols = st.columns(len(drops))
-for column, (metric, value) in zip(cols, drops.items(), strict=True):
+for column, (metric, value) in zip(st.columns(len(drops)), drops.items(), strict=True):
     column.metric(metric.removeprefix("guardtrace."), f"{value:,}")
 st.caption("Counted inside agent processes (queue full, Kafka unreachable, hook errors) and "
            "exported as metrics; the latest value per agent process, summed.")

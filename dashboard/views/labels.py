@@ -10,6 +10,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 import streamlit as st
+
 from guardtrace.dashboard.data import auto_refresh, empty_state, store, time_range
 from guardtrace.dashboard.settings import settings
 from guardtrace.schemas import environment_variables as env

@@ -9,6 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 import streamlit as st
+
 from guardtrace.dashboard.data import (
     auto_refresh,
     empty_state,

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import altair as alt
 import pandas as pd
 import streamlit as st
+
 from guardtrace.dashboard.data import empty_state, store
 from guardtrace.schemas import names
 from guardtrace.store import queries
@@ -23,7 +24,7 @@ LIST_WINDOWS = {"last hour": timedelta(hours=1), "last 24 hours": timedelta(hour
 _REDACTION_PREFIX = names.REDACTION_MARKER_FORMAT.split("{")[0]
 
 
-def _timeline_chart(trace: queries.Trace) -> alt.LayerChart:
+def _timeline_chart(trace: queries.Trace) -> alt.LayerChart | alt.FacetChart:
     """Spans as bars and events as diamonds on one axis: milliseconds since the start.
 
     An offset axis, not wall-clock time: guard work often takes well under a millisecond,
@@ -91,7 +92,7 @@ def _show_payload(payload: queries.Payload, index: int) -> None:
                            mime="text/plain", key=f"download-{payload.payload_id}")
 
 
-def show_request(data, request_id: str) -> None:  # noqa: ANN001 - Store
+def show_request(data, request_id: str) -> None:
     try:
         request = queries.require_request(data.client, data.database, request_id)
     except queries.RequestNotFound:
@@ -133,7 +134,7 @@ def show_request(data, request_id: str) -> None:  # noqa: ANN001 - Store
         _show_payload(payload, index)
 
 
-def show_recent(data) -> None:  # noqa: ANN001 - Store
+def show_recent(data) -> None:
     st.subheader("Recent requests with problems")
     left, right = st.columns(2)
     options = [*queries.OUTCOMES, "all"]

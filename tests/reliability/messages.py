@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass
 from functools import cache
 
 import zstandard
-from guardtrace.schemas import names
-from guardtrace.schemas.payload_record import PayloadRecord, encode
 from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.metrics import MeterProvider
@@ -25,6 +23,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
+
+from guardtrace.schemas import names
+from guardtrace.schemas.payload_record import PayloadRecord, encode
 
 SERVICE = "reliability-agent"
 

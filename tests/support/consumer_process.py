@@ -90,7 +90,7 @@ class ConsumerProcess:
                  session_timeout_ms: int = 2000) -> None:
         self.log_path = log_path
         # Open for the process's lifetime (closed by kill/wait), not a with-block.
-        self._log = open(log_path, "w")  # noqa: SIM115
+        self._log = open(log_path, "w")
         self.started = time.monotonic()
         self.process = subprocess.Popen(
             [*RUNNER, "--session-timeout-ms", str(session_timeout_ms), "consume", *args],

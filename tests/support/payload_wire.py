@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict
 
 import zstandard
+
 from guardtrace.schemas.payload_record import PayloadRecord
 
 __all__ = ["encode_v1"]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+
 from guardtrace.consumers.config import ConsumerConfig
 from guardtrace.consumers.consumer import TelemetryConsumer
 from guardtrace.consumers.pipeline import OpenPipeline, PipelineConfig, open_pipeline

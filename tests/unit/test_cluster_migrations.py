@@ -22,8 +22,8 @@ from guardtrace.store.cluster_migrations import (
     render_sql,
     render_statement,
 )
-from guardtrace.store.migrate import load_migrations, statements
 from guardtrace.store.connection import StoreConfig
+from guardtrace.store.migrate import load_migrations, statements
 
 CLUSTER = "gt_cluster"
 DB = "guardtrace"

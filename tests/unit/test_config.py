@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from guardtrace.schemas import environment_variables as env
 from guardtrace.collectors.config import EXPORTERS, CollectorConfig
 from guardtrace.consumers.config import ConsumerConfig
-from guardtrace.store.connection import StoreConfig
-from guardtrace.schemas.environment_variables import ConfigError
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
+from guardtrace.schemas.environment_variables import ConfigError
+from guardtrace.store.connection import StoreConfig
 
 
 @pytest.fixture(autouse=True)

@@ -17,12 +17,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from guardtrace.collectors.questions.criticality import (
     DEFAULT_PATTERNS,
     CriticalityGate,
     default_gate,
 )
-
 from tests.support.realdata import REPO, realdata_dir
 
 # Real messages the gate fires on, each read by hand and found to be a character-level

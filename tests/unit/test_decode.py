@@ -34,9 +34,9 @@ from guardtrace.consumers.decode import (
     event_id,
 )
 from guardtrace.consumers.otlp_values import any_value_text
-from guardtrace.store.tables import Columns
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, encode
+from guardtrace.store.tables import Columns
 from tests.support.payload_wire import encode_v1
 
 SERVICE = "travel-agent"
@@ -44,7 +44,7 @@ SERVICE = "travel-agent"
 
 def _row(columns: tuple[str, ...], row: list[Any]) -> dict[str, Any]:
     assert len(columns) == len(row)
-    return dict(zip(columns, row))
+    return dict(zip(columns, row, strict=False))
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ def _assert_same(raw: bytes) -> None:
 def _values(rng: random.Random) -> Any:
     return rng.choice([
         "text", "", "ünïcødé ✓", "x" * 700, True, False, 0, -7, 2**62, 0.5, -0.0, 1e300,
-        ["a", "b"], [1, 2, 3], [True], [0.25, 1.5], [], "request-%d" % rng.randrange(5)])
+        ["a", "b"], [1, 2, 3], [True], [0.25, 1.5], [], f"request-{rng.randrange(5)}"])
 
 
 def _sdk_request(seed: int, spans: int = 6) -> bytes:

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from guardtrace.schemas import environment_variables as env
-from guardtrace.store.cluster_migrations import check_cluster_name
 from guardtrace.schemas import names
+from guardtrace.store.cluster_migrations import check_cluster_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from guardtrace.transport.broker import free_port
 from guardtrace.consumers.config import ConsumerStats
 from guardtrace.consumers.health import HealthServer
+from guardtrace.transport.broker import free_port
 
 
 class FakeClock:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import sys
 
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+
 from guardtrace import collectors
 from guardtrace.collectors import setup as collector_setup
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
 from guardtrace.collectors.setup import OTLP_GRPC_INSTALL, _exporters
 from guardtrace.schemas.environment_variables import ConfigError
-from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 
 
 def test_exporter_choice_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

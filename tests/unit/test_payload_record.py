@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import zstandard
+
 from guardtrace.schemas.payload_record import (
     LEGACY_WIRE_VERSION,
     WIRE_VERSION,
@@ -20,7 +21,6 @@ from guardtrace.schemas.payload_record import (
     decode,
     encode,
 )
-
 from tests.support.payload_wire import encode_v1
 
 RECORD = PayloadRecord(

@@ -17,9 +17,9 @@ from functools import cache
 from typing import Any
 
 import pytest
+
 from guardtrace.collectors.plans.validation import PlanErrorType, PlanIssue, validate_plan
 from guardtrace.collectors.tool_catalog import read_tool_specs
-
 from tests.support.realdata import data_file
 
 _POSITIONAL = "_positional"  # the converter's key for positional (unnamed) arguments

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from guardtrace.schemas import environment_variables as env
+
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 

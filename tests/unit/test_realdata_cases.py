@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from guardtrace.collectors.replies.conversation_guard import judge_conversation
 
+from guardtrace.collectors.replies.conversation_guard import judge_conversation
 from tests.support.realdata import REPO, conversations
 
 AIRLINE = "tau2-grok-3-airline:2025-10-13T00:01:41:"

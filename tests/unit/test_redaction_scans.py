@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from guardtrace.collectors.emit.redaction import (
     _SCANS,
     DEFAULT_RULES,
@@ -19,8 +22,6 @@ from guardtrace.collectors.emit.redaction import (
     _gate,
     _Runs,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 FRAGMENTS = [
     "sk-ant-abcdefghijklmnop1234", "sk-proj-AAAAAAAAAAAAAAAAAAAA", "sk-short",

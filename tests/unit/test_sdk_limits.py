@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
 from guardtrace.collectors.emit.sdk_limits import CountingBatchSpanProcessor, sdk_cardinality_limit
 from guardtrace.collectors.emit.telemetry import GuardTelemetry, internal_totals
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 DROPS_KEY = f"{names.METRIC_EXPORT_DROPPED}{{queue_full}}"
 

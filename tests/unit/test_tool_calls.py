@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.tool_calls import (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plans.allowed_tools import AllowedTools
 from guardtrace.collectors.tool_catalog import (
