@@ -28,6 +28,9 @@ a real Tansu broker:
   the same way and the wall time of ``python -c pass`` (interpreter start). Bytecode is
   cached first, as an installed package has it. Target: median under 100 ms, and no
   Kafka client module loaded by the import.
+
+Long because every case shares one set of configured providers and one broker, so
+the cases are timed side by side in one process.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ always returns, writes one line per record, and every record yields either a ver
 the catch-all "could not be checked: <exception>" that an unexpected crash produces.
 
 Sizes: 200 examples per property in CI; ``GUARDTRACE_RELIABILITY_FULL=1`` runs 3,000.
+
+Long because every decoder and every scanner input gets strategies of its own.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Each rule is pinned by a lie that must fire and a truth that must stay quiet. Real
 replies of public agent runs are pinned in test_realdata_cases.py; the figures over all
 of them come from benchmarks/detection_quality.py.
+
+Long because each of the five tiers is pinned by a lie and a truth, on both message
+shapes.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ without running them: syntax (YAML, XML, env files), variables that guardtrace d
 read (a typo silently does nothing), floating image tags, missing health checks and
 probes, topics and ports that disagree between files, and the dashboard's read-only
 ClickHouse user.
+
+Long because it checks every deploy file against the one list of variables and
+images in one place.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The bounded plan retry loop: seed 003 scenarios, prompts, outcomes and telemetry,
-asserted through real OTel SDK objects (``capture()``)."""
+asserted through real OTel SDK objects (``capture()``).
+
+Long because each seed scenario runs the whole loop with its own scripted planner.
+"""
 
 from __future__ import annotations
 

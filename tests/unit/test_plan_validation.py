@@ -3,7 +3,11 @@ tool calls as the plan, suggestions (arguments included), abstentions and placeh
 telemetry of its own, bad input, and the offline scanner entry point.
 
 SDK objects are stood in for by dataclasses with the SDK types' attribute names: the
-validator reads them by attribute, as it reads the real ones."""
+validator reads them by attribute, as it reads the real ones.
+
+Long because every rule and every accepted tool-list shape is pinned both ways, on
+shared fixtures that a split by rule would scatter.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Forced verification (guard family 3): criticality gate, budget, nudge loop, telemetry."""
+"""Forced verification (guard family 3): criticality gate, budget, nudge loop, telemetry.
+
+Long because the gate, the budget, the nudge loop and their telemetry are one state
+machine, tested through its one entry point.
+"""
 
 from __future__ import annotations
 
