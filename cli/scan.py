@@ -20,10 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
 
 from ..collectors.errors import GuardInputError
-from ..collectors.plans.validation import scan_plan_input
-from ..collectors.questions.criticality import scan_question_input
-from ..collectors.replies.fabrication import scan_fabrication_input
 from .scan_conversations import scan_conversation_input
+from .scan_records import scan_fabrication_input, scan_plan_input, scan_question_input
 
 __all__ = ["SCANNERS", "ScanSummary", "scan_lines"]
 

@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ...schemas import names
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
-from ..errors import GuardInputError, require_object
 from .allowed_tools import AllowedTools, suggest_tools
 from .findings import PlanErrorType, PlanIssue, PlanValidationResult
 from .plan_shapes import PlanStep, find_cycles, parse_plan
@@ -67,7 +66,6 @@ __all__ = [
     "PlanStep",
     "PlanValidationResult",
     "report_hallucinations",
-    "scan_plan_input",
     "suggest_tools",
     "validate_plan",
 ]
@@ -287,45 +285,3 @@ def _check(steps: list[PlanStep], catalog: AllowedTools) -> PlanValidationResult
 
 
 # --- offline scanner ---------------------------------------------------------------------
-
-_SCAN_KEYS = ("id", "allowed_tools", "plan")
-_SCAN_ERROR_KEYS = ("error_type", "step", "tool", "suggested_tools", "message")
-
-
-def scan_plan_input(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate one scanner record ``{"id", "allowed_tools", "plan"}``.
-
-    Args:
-        obj: ``allowed_tools`` in any accepted allowed form, ``plan`` in either plan form.
-
-    Returns:
-        ``{"id", "valid", "errors": [{"error_type", "step", "tool", "suggested_tools",
-        "message"}]}``, JSON-ready.
-
-    Raises:
-        GuardInputError: The record is malformed; the message names the record and what
-            is wrong with it.
-    """
-    require_object(obj, "scan record: expected an object with 'id', 'allowed_tools' and 'plan'")
-    record_id = obj.get("id")
-    label = f"scan record {record_id!r}" if "id" in obj else "scan record"
-    missing = [key for key in _SCAN_KEYS if key not in obj]
-    if missing:
-        raise GuardInputError(
-            f"{label}: missing {', '.join(repr(k) for k in missing)}")
-    if isinstance(record_id, bool) or not isinstance(record_id, (str, int)):
-        raise GuardInputError(f"{label}: 'id' must be a string or an integer")
-    if obj["allowed_tools"] is None:
-        raise GuardInputError(f"{label}: 'allowed_tools' is null")
-    try:
-        catalog = AllowedTools.parse(obj["allowed_tools"], where="allowed_tools")
-        # An offline scan measures; it is not an agent's live telemetry.
-        result = validate_plan(obj["plan"], catalog, emit=False)
-    except GuardInputError as exc:
-        raise GuardInputError(f"{label}: {exc}") from exc
-    return {
-        "id": record_id,
-        "valid": result.valid,
-        "errors": [{key: found[key] for key in _SCAN_ERROR_KEYS}
-                   for found in (issue.to_dict() for issue in result.errors)],
-    }

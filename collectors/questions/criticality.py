@@ -25,12 +25,11 @@ most the first 8 KB and the last 2 KB of it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..emit.telemetry import guarded
-from ..errors import record_label, require_object, require_text
 from .criticality_pattern import CriticalityPattern, ReasoningDepth
 from .pattern_bank import DEFAULT_PATTERNS, WHICH_WHAT_PATTERNS
 
@@ -43,7 +42,6 @@ __all__ = [
     "CriticalityPattern",
     "ReasoningDepth",
     "default_gate",
-    "scan_question_input",
 ]
 
 
@@ -134,30 +132,3 @@ class CriticalityGate:
 def default_gate() -> CriticalityGate:
     """The shared gate over :data:`DEFAULT_PATTERNS` (patterns compile once per process)."""
     return CriticalityGate()
-
-
-def scan_question_input(obj: Mapping[str, Any],
-                        gate: CriticalityGate | None = None) -> dict[str, Any]:
-    """Assess one record of the offline scanner (``guardtrace scan questions``).
-
-    Args:
-        obj: ``{"id": ..., "question": "..."}``; ``id`` is optional and passed through.
-        gate: The gate to use; :func:`default_gate` when omitted.
-
-    Returns:
-        ``{"id", "should_reason", "depth", "trigger_pattern"}`` with ``depth`` one of
-        ``none``, ``standard``, ``verify`` and ``trigger_pattern`` None when quiet.
-
-    Raises:
-        GuardInputError: ``obj`` is not a mapping, or its ``question`` is missing or not
-            a string.
-    """
-    require_object(obj, "question input must be an object with a 'question' string")
-    question = require_text(obj, "question", record_label(obj, "question input"))
-    decision = (gate or default_gate()).assess(question)
-    return {
-        "id": obj.get("id"),
-        "should_reason": decision.should_reason,
-        "depth": decision.depth.value,
-        "trigger_pattern": decision.trigger_pattern,
-    }

@@ -17,8 +17,8 @@ raises: an internal error is counted in ``guardtrace.hook_errors`` and the reply
 back unchanged.
 
 :class:`FabricationDetector` (:mod:`~guardtrace.collectors.replies.fabrication_detector`)
-decides without side effects; :func:`detect_fabrication`
-and :func:`scan_fabrication_input` run it offline.
+decides without side effects; :func:`detect_fabrication` runs it offline (``guardtrace scan
+fabrication`` through :mod:`guardtrace.cli.scan_records`).
 """
 
 from __future__ import annotations
@@ -31,12 +31,6 @@ from typing import Any
 
 from ...schemas import names
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
-from ..errors import (
-    GuardInputError,
-    record_label,
-    require_object,
-    require_text,
-)
 from .fabrication_detector import (
     DEFAULT_DISCLAIMERS,
     TIERS,
@@ -61,7 +55,6 @@ __all__ = [
     "FabricationVerdict",
     "TIERS",
     "detect_fabrication",
-    "scan_fabrication_input",
 ]
 
 _OPERATION = "fabrication_detection"
@@ -226,53 +219,3 @@ class FabricationGuard:
             names.ATTR_CHANNEL: channel,
             "msg_index": verdict.msg_index,
         }, agent=agent)
-
-
-def _string_list(obj: Mapping[str, Any], key: str, record: str) -> list[str]:
-    value = obj.get(key)
-    if value is None:
-        return []  # absent: no tools fired / no history
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise GuardInputError(
-            f"{record}: '{key}' must be a list of strings, got {type(value).__name__}")
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise GuardInputError(
-                f"{record}: '{key}[{i}]' must be a string, got {type(item).__name__}")
-    return list(value)
-
-
-def scan_fabrication_input(obj: Mapping[str, Any], *,
-                           detector: FabricationDetector | None = None) -> dict[str, Any]:
-    """Check one offline record, as ``guardtrace scan fabrication`` reads them.
-
-    Args:
-        obj: ``{"id", "reply", "tools_fired": [names], "history": [earlier replies,
-            oldest first], "channel"?}``. ``tools_fired`` and ``history`` may be absent
-            or null (no tools, no history); ``channel`` is informational (the history is
-            given explicitly).
-        detector: Configuration to use; the defaults when None.
-
-    Returns:
-        ``{"id", "flagged", "tiers", "matches": [{"tier", "phrase"}], "similarity"}``,
-        where ``tiers`` follow :data:`TIERS` order and ``similarity`` is the share of the
-        reply an earlier one repeats (rounded to 4 places) when ``repetition`` fired, else
-        None.
-
-    Raises:
-        GuardInputError: ``obj`` is not a mapping, ``reply`` is missing or not a string,
-            or ``tools_fired``/``history`` is not a list of strings.
-    """
-    require_object(obj, "fabrication scan record must be an object")
-    record = record_label(obj, "record")
-    reply = require_text(obj, "reply", record)
-    tools = _string_list(obj, names.ATTR_TOOLS_FIRED, record)
-    history = _string_list(obj, "history", record)
-    verdict = detect_fabrication(reply, tools, history, detector=detector)
-    return {
-        "id": obj.get("id"),
-        "flagged": verdict.flagged,
-        "tiers": list(verdict.tiers),
-        "matches": [{"tier": m.tier, "phrase": m.phrase} for m in verdict.matches],
-        "similarity": None if verdict.similarity is None else round(verdict.similarity, 4),
-    }

@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from guardtrace.cli.scan_records import scan_fabrication_input
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.replies.fabrication import (
     DEFAULT_DISCLAIMERS,
@@ -20,7 +21,6 @@ from guardtrace.collectors.replies.fabrication import (
     FabricationGuard,
     FabricationVerdict,
     detect_fabrication,
-    scan_fabrication_input,
 )
 from guardtrace.collectors.replies.reply_history import (
     HistoryEntry,

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
+from guardtrace.cli.scan_records import scan_plan_input
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.plans.suggestions import ABSTENTION, classify_unknown_name
 from guardtrace.collectors.plans.validation import (
     AllowedTools,
     PlanErrorType,
-    scan_plan_input,
     suggest_tools,
     validate_plan,
 )

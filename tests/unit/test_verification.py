@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from guardtrace.cli.scan_records import scan_question_input
 from guardtrace.collectors.errors import GuardInputError
 from guardtrace.collectors.questions.criticality import (
     DEFAULT_PATTERNS,
@@ -22,7 +23,6 @@ from guardtrace.collectors.questions.criticality import (
     CriticalityPattern,
     ReasoningDepth,
     default_gate,
-    scan_question_input,
 )
 from guardtrace.collectors.questions.verification import (
     NUDGE_PREFIX,
