@@ -117,8 +117,15 @@ _INLINE_RE = re.compile(r"\b(?:below|above|the\s+following|in\s+this\s+(?:reply|
 
 # Regions whose words are quoted, not said: fenced code, inline code, double-quoted spans
 # on one line, blockquote lines, and guard disclaimers appended to a reply earlier.
+# Linear time: inline code is a backtick, a run up to the next backtick holding some
+# whitespace (one line break at most), and a backtick; the whitespace is found by a
+# lookahead that stops at the next backtick, and the runs are possessive, so a backtick
+# without a partner costs its own run once (``[^`\n]*\s[^`\n]*`` retried every split of
+# the run: quadratic). A curly quote runs to the next curly quote of either kind, so an
+# unclosed one cannot make every later one on the line rescan it.
 _QUOTED_RE = re.compile(
-    r"```.*?(?:```|\Z)|`[^`\n]*\s[^`\n]*`|\"[^\"\n]*\"|“[^”\n]*”|^[ \t]*>[^\n]*|^⚠️[^\n]*",
+    r"```.*?(?:```|\Z)|`(?=[^`\n]*?\s)[^`\n]*+(?:\n[^`\n]*+)?`|\"[^\"\n]*+\""
+    r"|“[^“”\n]*+”|^[ \t]*>[^\n]*|^⚠️[^\n]*",
     re.DOTALL | re.MULTILINE)
 # A sentence ends at . ! ? or a line break; a dot inside a number or a name ("$1.5",
 # "app.py") does not end it.
