@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from .emit import state as _state
 from .emit.cardinality import AgentLabelLimiter
+from .emit.payload_body import redact_body
 from .emit.redaction import Redactor
 from .emit.sdk_limits import cardinality_views
 
@@ -69,7 +70,7 @@ class InMemoryPayloadSink:
                 self.dropped += 1
                 return False
             self.payloads.append(CapturedPayload(
-                request_id, kind, self.redactor.redact(body),
+                request_id, kind, redact_body(self.redactor, body)[0],
                 {k: self.redactor.redact(v) for k, v in attributes.items()}))
             return True
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["BODY_ENCODER", "attribute_text", "encode_body", "snapshot_body", "text_bytes"]
+from .redaction import Redactor
+
+__all__ = ["BODY_ENCODER", "EncodedJSON", "attribute_text", "encode_body", "redact_body",
+           "snapshot_body", "text_bytes"]
 
 # json.dumps(body, default=str, ensure_ascii=False), without building an encoder per call.
 BODY_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
@@ -28,6 +31,37 @@ _SNAPSHOT_MAX_INT_BITS = 1024
 _SNAPSHOT_ITEM_BYTES = 4
 # ... and a number's text: repr of a float is at most 24 characters.
 _SNAPSHOT_SCALAR_BYTES = 24 + _SNAPSHOT_ITEM_BYTES
+
+
+class EncodedJSON(str):
+    """A body the caller had to JSON-encode itself (see :func:`snapshot_body`), marked so
+    the redactor decodes it again and redacts it string by string, like a snapshot.
+    Any sink takes it as text."""
+
+    __slots__ = ()
+
+
+def redact_body(redactor: Redactor, body: Any) -> tuple[str, int]:
+    """The body as stored, redacted: ``(text, secrets replaced)``.
+
+    Text is redacted as it is. JSON data (a snapshot, or :class:`EncodedJSON` decoded
+    again) is redacted string by string and then encoded: a secret alone on a line of a
+    reply starts its string there, where in encoded JSON it would follow the ``n`` of
+    ``\\n``, and a value under a secret's key is seen with its key.
+    """
+    if not redactor.enabled:
+        return encode_body(body), 0
+    if isinstance(body, EncodedJSON):
+        try:
+            data = json.loads(body)
+        except ValueError:  # not ours to judge: redact the text as it is
+            return redactor.redact_counted(str(body))
+        redacted, count = redactor.redact_structure(data)
+        return BODY_ENCODER.encode(redacted), count
+    if isinstance(body, str):
+        return redactor.redact_counted(body)
+    redacted, count = redactor.redact_structure(body)
+    return BODY_ENCODER.encode(redacted), count
 
 
 def encode_body(body: Any) -> str:

@@ -1,8 +1,31 @@
 """Redaction of secrets before anything leaves the agent process.
 
-On by default: prompts and responses routinely contain API keys pasted by users, bearer
-tokens from tool outputs and credentials in URLs. The default rules are deliberately
-specific (prefixes and shapes of real credentials) so ordinary prose is left alone.
+On by default: prompts, replies and tool results routinely hold API keys pasted by users,
+bearer tokens from tool outputs and credentials in URLs. The rules (secret_rules.py) are
+credential families and shapes: vendor prefixes, private keys, JWTs, URL passwords,
+Authorization and Cookie headers, ``NAME = VALUE`` where the name is a secret's name
+(with any prefix: ``FOO_API_KEY=``, ``client_secret:``), random-looking tokens, and
+e-mail addresses. Hex strings and UUIDs with no name next to them are left alone: they
+cannot be told from SHAs and request ids (see ``secret_shapes.REDACT_BARE_HEX``).
+
+Time is linear in the text for every default rule, and bounded per call:
+
+* a rule takes at most ``max(2048, len/256)`` decisions per text; past that the text is
+  hostile or degenerate, and its rest becomes one ``[REDACTED:overflow]`` marker (fail
+  closed, bounded time);
+* a text longer than ``SLICE_CHARS`` is redacted in line-aligned slices (after the
+  rules whose matches span lines ran over it whole), so no single regex call holds the
+  GIL for long, whatever thread redacts: the agent's threads get it back within a slice.
+
+Structured bodies (dicts and lists) are redacted string by string before they are
+encoded (:meth:`Redactor.redact_structure`): a secret alone on a line of a reply is then
+at the start of its string, not behind the ``n`` of a JSON ``\\n``.
+
+User rules (``rules``/``extra_rules`` given as regular expressions) replace the whole
+match, or only the groups named ``secret...``. Their time is the user's: the engine
+cannot make a backtracking pattern linear, but the slices bound how much text one
+pattern sees at a time, so a pattern that is quadratic in its input is quadratic in one
+slice at most, and linear in the text.
 """
 
 from __future__ import annotations
@@ -10,280 +33,80 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...schemas.names import REDACTION_MARKER_FORMAT
+from .secret_rules import DEFAULT_RULES, SecretRule
+from .secret_shapes import name_is_secret, value_is_secret
 
-__all__ = ["DEFAULT_RULES", "Redactor"]
+__all__ = ["DEFAULT_RULES", "SLICE_CHARS", "Redactor", "SecretRule"]
 
-# name -> pattern. A rule with groups named `secret...` replaces only the one that
-# matched, so the text around it ("Authorization: Bearer", "https://user:") stays
-# readable.
-DEFAULT_RULES: Mapping[str, str] = {
-    "private_key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-    "api_key": (
-        r"\b(?:sk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_\-]{16,}"
-        r"|AKIA[0-9A-Z]{16}"
-        r"|gh[pousr]_[A-Za-z0-9]{30,}"
-        r"|github_pat_[A-Za-z0-9_]{30,}"
-        r"|xox[abposr]-[A-Za-z0-9\-]{10,}"
-        r"|AIza[0-9A-Za-z_\-]{35}"
-        r"|glpat-[A-Za-z0-9_\-]{20,})"
-    ),
-    # A token, not a word: at least 10 characters with a digit in them, so prose such
-    # as "Bearer authentication" stays readable.
-    "bearer_token": r"(?i)\bbearer\s+(?P<secret>(?=[A-Za-z_\-\.=~+/]*\d)[A-Za-z0-9_\-\.=~+/]{10,})",
-    "url_password": r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]+:(?P<secret>[^\s@/]+)@",
-    # key = value, key: value and JSON/dict forms ("password": "..."). After password,
-    # passwd, api_key or access_key any value is a secret; after the everyday words
-    # secret and token it must look like a credential (a digit or symbol inside), so
-    # "the secret: consistency" and "token: expired" stay prose.
-    "secret_assignment": (
-        r"(?i)\b(?:(?:api[_-]?key|password|passwd|access[_-]?key)[\"']?\s*[:=]\s*[\"']?"
-        r"(?P<secret>[^\s\"',;]{6,})"
-        r"|(?:secret|token)[\"']?\s*[:=]\s*[\"']?"
-        r"(?P<secret_token>(?=[^\s\"',;]*[0-9_\-!@#$%^&*+=/~][^\s\"',;]*)[^\s\"',;]{6,}))"
-    ),
-    "email": r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}\b",
-}
-
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern[str]
-
-    def __post_init__(self) -> None:
-        # Computed once: apply() runs for every string attribute of every guard event.
-        object.__setattr__(self, "_marker", REDACTION_MARKER_FORMAT.format(kind=self.kind))
-        object.__setattr__(self, "_groups", tuple(
-            g for g in self.pattern.groupindex if g.startswith("secret")))
-        # A scan strategy only for a default rule left as shipped (see _SCANS).
-        scan = _SCANS.get(self.kind) if DEFAULT_RULES.get(self.kind) == self.pattern.pattern \
-            else None
-        object.__setattr__(self, "_scan", scan)
-
-    def replacement(self, match: re.Match[str]) -> str:
-        """The text that replaces ``match``: the marker, or the match with its secret
-        group replaced by the marker."""
-        marker: str = self._marker  # type: ignore[attr-defined]
-        groups: tuple[str, ...] = self._groups  # type: ignore[attr-defined]
-        if not groups:
-            return marker
-        group = next(g for g in groups if match.group(g) is not None)
-        start, end = match.span(group)
-        whole = match.group(0)
-        offset = match.start()
-        return whole[: start - offset] + marker + whole[end - offset:]
-
-    def apply(self, text: str, folds: _Folds | None = None) -> tuple[str, int]:
-        scan: _Scan | None = self._scan  # type: ignore[attr-defined]
-        if scan is None:
-            return self.subn(text)
-        try:
-            return scan.apply(self, text, folds or _Folds())
-        except _UnfoldableError:
-            return self.subn(text)
-
-    def subn(self, text: str) -> tuple[str, int]:
-        """The reference: one regex pass over the whole text."""
-        if not self._groups:  # type: ignore[attr-defined]
-            return self.pattern.subn(self._marker, text)  # type: ignore[attr-defined]
-        return self.pattern.subn(self.replacement, text)
-
-
-# --- scanning only where a default rule can match -------------------------------------
-#
-# One regex pass of each rule over a 100 KB prompt took 2-4 ms (12 ms for all six, 8 MB/s
-# on the payload worker). Every match of a default rule contains a literal (an "@", a
-# "://", "sk-", "bearer", ...), and for most rules cannot contain whitespace, so each
-# scan below looks only where a match can be and returns exactly what ``subn`` over the
-# whole text returns (the unit tests compare them on adversarial text):
-#
-# * _Literal: no required literal in the text, no match; else the whole-text pass.
-# * _Runs: matches have no whitespace, so each lies inside one run of non-whitespace
-#   characters; only runs holding a literal are matched, each on its own (a run's
-#   neighbours are whitespace or the text's ends, so \b behaves as in the whole text).
-# * _Anchored: every match starts with a keyword (case-insensitive), so the pattern is
-#   tried only at keyword positions, left to right, as subn would. A rule whose every
-#   match also holds one of a few characters (":" or "=" after a secret's name) is not
-#   looked at in a text that has none of them.
-#
-# A literal is first looked for by its rarest character (a "-", "_", ":" or "@", an
-# uppercase K, a "z"): when that is absent, the literal cannot be there either, and the
-# check cost one memchr instead of a substring search (100 KB: 3 us against 60 us).
-# Prose often lacks "-", "_" and ":"; code and JSON seldom do, and gain nothing here.
-#
-# Case-insensitive keywords are looked for in a folded copy: lower(), after mapping the
-# four non-ASCII characters that ``re.IGNORECASE`` equates with ASCII letters (İ ı ſ K).
-# The copy has the text's length (U+0130 is the one character whose lower() is longer,
-# and it is mapped first), so a keyword's position in it is its position in the text.
-# It is made once per text for all keyword rules (:class:`_Folds`).
-_FOLD = (("\u0130", "i"), ("\u0131", "i"), ("\u017f", "s"), ("\u212a", "k"))
-
-# Characters by how common they are in prose, most common first; any other character
-# (punctuation, most capitals) counts as rarer than all of them.
-_COMMON_CHARS = "etaoinsrhldcumfpgwybvTIAkSWHBMCxjqz"
-
-
-def _folded(text: str) -> str:
-    if not text.isascii():
-        for special, letter in _FOLD:  # str.replace: a C scan (translate() is per char)
-            text = text.replace(special, letter)
-    folded = text.lower()
-    if len(folded) != len(text):  # not expected (see above); stay exact regardless
-        raise _UnfoldableError
-    return folded
-
-
-class _UnfoldableError(Exception):
-    pass
-
-
-class _Folds:
-    """The folded copy of the text being redacted, made once for all keyword rules.
-
-    Rules run one after the other on the text the previous one returned; while none
-    replaces anything, that is the same object, and its folded copy is reused.
-    """
-
-    __slots__ = ("_folded", "_text")
-
-    def __init__(self) -> None:
-        self._text: str | None = None
-        self._folded = ""
-
-    def of(self, text: str) -> str:
-        if text is not self._text:
-            self._folded = _folded(text)
-            self._text = text
-        return self._folded
-
-
-def _gate(literal: str) -> str:
-    """The character of ``literal`` least likely to be in a text (see _COMMON_CHARS)."""
-    return max(literal, key=lambda c: _COMMON_CHARS.find(c) % (len(_COMMON_CHARS) + 1))
-
-
-def _gated(literals: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    return tuple((_gate(literal), literal) for literal in literals)
-
-
-class _Scan:
-    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class _Literal(_Scan):
-    literals: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_gated", _gated(self.literals))
-
-    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
-        gated: tuple[tuple[str, str], ...] = self._gated  # type: ignore[attr-defined]
-        if any(gate in text and literal in text for gate, literal in gated):
-            return rule.subn(text)
-        return text, 0
-
-
-@dataclass(frozen=True)
-class _Runs(_Scan):
-    literals: tuple[str, ...]  # case-sensitive (no letters for IGNORECASE rules)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_gated", _gated(self.literals))
-
-    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
-        runs: list[tuple[int, int]] = []
-        gated: tuple[tuple[str, str], ...] = self._gated  # type: ignore[attr-defined]
-        for gate, literal in gated:
-            if gate not in text:
-                continue
-            at = text.find(literal)
-            while at != -1:
-                start = at
-                while start > 0 and not text[start - 1].isspace():
-                    start -= 1
-                space = _SPACE.search(text, at)
-                end = space.start() if space else len(text)
-                runs.append((start, end))
-                at = text.find(literal, end)
-        if not runs:
-            return text, 0
-        pieces: list[str] = []
-        total = done = 0
-        for start, end in sorted(set(runs)):
-            if start < done:
-                continue  # the same run, found through another literal
-            replaced, count = rule.subn(text[start:end])
-            if count:
-                pieces.append(text[done:start])
-                pieces.append(replaced)
-                done = end
-                total += count
-        if not total:
-            return text, 0
-        pieces.append(text[done:])
-        return "".join(pieces), total
-
-
-@dataclass(frozen=True)
-class _Anchored(_Scan):
-    keywords: tuple[str, ...]  # lower case; the rule is case-insensitive
-    # Every match holds one of these characters (none of them changed by IGNORECASE);
-    # empty: no such condition.
-    requires: tuple[str, ...] = ()
-
-    def apply(self, rule: _Rule, text: str, folds: _Folds) -> tuple[str, int]:
-        if self.requires and not any(char in text for char in self.requires):
-            return text, 0
-        folded = folds.of(text)
-        starts: list[int] = []
-        for keyword in self.keywords:
-            at = folded.find(keyword)
-            while at != -1:
-                starts.append(at)
-                at = folded.find(keyword, at + 1)
-        if not starts:
-            return text, 0
-        pieces: list[str] = []
-        done = total = 0
-        for at in sorted(starts):
-            if at < done:
-                continue
-            match = rule.pattern.match(text, at)
-            if match is not None:
-                pieces.append(text[done:at])
-                pieces.append(rule.replacement(match))
-                done = match.end()
-                total += 1
-        if not total:
-            return text, 0
-        pieces.append(text[done:])
-        return "".join(pieces), total
-
-
-_SPACE = re.compile(r"\s")
-_SCANS: Mapping[str, _Scan] = {
-    "private_key": _Literal(("-----BEGIN ",)),
-    "api_key": _Runs(("sk-", "AKIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-                      "xox", "AIza", "glpat-")),
-    "bearer_token": _Anchored(("bearer",)),
-    "url_password": _Runs(("://",)),
-    # Both alternatives need a ":" or "=" between the name and the value.
-    "secret_assignment": _Anchored(("api", "passw", "access", "secret", "token"),
-                                   requires=(":", "=")),
-    "email": _Runs(("@",)),
-}
-
+# Python-level decisions per rule and text: at least this many, or one per 256 chars.
+DECISION_CAP = 2048
+# Texts longer than this are redacted in slices of about this size (cut at a line break,
+# a JSON \n escape or a space). 16 K characters is about 2 ms of the slowest stdlib scan.
+SLICE_CHARS = 16_384
+_OVERFLOW = "overflow"
 
 # Short texts (attribute values: module, tier, agent, matched phrase, tool names) repeat
-# from call to call, so their result is remembered; each rule is a regex pass, and all
-# of them cost a guard event several times what the OTel SDK spends on it. Bounded:
-# cleared when full, and long texts (payload bodies) are never remembered.
+# from call to call, so their result is remembered. Bounded: cleared when full; long
+# texts (payload bodies) are never remembered.
 _MEMO_MAX_CHARS = 256
 _MEMO_ENTRIES = 4096
+
+
+def _user_rule(kind: str, pattern: str) -> SecretRule:
+    """A rule given as a regular expression: the whole match, or its ``secret*`` groups."""
+    compiled = re.compile(pattern)
+    groups = tuple(g for g in compiled.groupindex if g.startswith("secret"))
+
+    def decide(m: Any, text: str) -> tuple[int, int, str] | None:
+        if not groups:
+            return (m.start(), m.end(), kind) if m.end() > m.start() else None
+        for g in groups:
+            if m.group(g) is not None:
+                a, b = m.span(g)
+                return (a, b, kind) if b > a else None
+        return None
+
+    return SecretRule(compiled, decide)
+
+
+def _keyed_secret(key: str, value: str) -> bool:
+    """``{key: value}`` is a secret's name and a secret: one token (no whitespace), not a
+    placeholder, not code, not a bare identifier (``{"key": "user_name"}``)."""
+    value = value.strip()
+    if not value or len(value) > 4096 or value.startswith("[REDACTED") or not name_is_secret(key):
+        return False
+    return value.split(maxsplit=1)[0] == value and value_is_secret(value, " = ")
+
+
+def _lower(text: str) -> str:
+    """A lower-cased copy with the same length (positions hold in both)."""
+    low = text.lower()
+    if len(low) != len(text):  # U+0130 and a few others lower to two characters
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return low
+
+
+def _cut(text: str, start: int) -> int:
+    """Where the slice that begins at ``start`` ends: the last line break (or JSON ``\\n``
+    escape, or space) in its second half, else ``SLICE_CHARS`` on."""
+    limit = start + SLICE_CHARS
+    if limit >= len(text):
+        return len(text)
+    half = start + SLICE_CHARS // 2
+    at = text.rfind("\n", half, limit)
+    if at != -1:
+        return at + 1
+    at = text.rfind("\\n", half, limit)
+    if at != -1:
+        return at  # the next slice starts with the escape, as a token after it expects
+    for sep in (" ", "\t", ",", '"'):
+        at = text.rfind(sep, half, limit)
+        if at != -1:
+            return at + 1
+    return limit
 
 
 @dataclass(frozen=True)
@@ -291,26 +114,33 @@ class Redactor:
     """Replaces secrets in text with ``[REDACTED:<kind>]`` markers.
 
     Args:
-        rules: Rule name -> regular expression. Defaults to :data:`DEFAULT_RULES`.
-        extra_rules: Rules added to ``rules`` (how a deployment extends redaction).
+        rules: Rule name -> rule. Defaults to :data:`DEFAULT_RULES`. A rule is a
+            :class:`SecretRule` or a regular expression (replacing the whole match, or
+            only its groups named ``secret...``; the marker kind is the rule's name).
+        extra_rules: Rules added to ``rules`` (how a deployment extends redaction). They
+            run first, so where one of them and a default rule both match, the
+            deployment's kind is the marker.
         enabled: With False, :meth:`redact` returns text unchanged.
     """
 
-    rules: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_RULES))
-    extra_rules: Mapping[str, str] = field(default_factory=dict)
+    rules: Mapping[str, SecretRule | str] = field(default_factory=lambda: dict(DEFAULT_RULES))
+    extra_rules: Mapping[str, SecretRule | str] = field(default_factory=dict)
     enabled: bool = True
     # Set once by __post_init__ (the dataclass is frozen).
-    _compiled: tuple[_Rule, ...] = field(init=False, repr=False, compare=False)
+    _compiled: tuple[tuple[str, SecretRule], ...] = field(init=False, repr=False,
+                                                          compare=False)
     _memo: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
+    _marks: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         compiled = tuple(
-            _Rule(kind, re.compile(pattern))
-            for kind, pattern in {**self.rules, **self.extra_rules}.items()
-        )
+            (name, rule if isinstance(rule, SecretRule) else _user_rule(name, rule))
+            for name, rule in {**self.extra_rules, **self.rules}.items())
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_marks", {})
 
+    # -- text ------------------------------------------------------------------------------
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by its marker."""
         hit = self._memo.get(text)
@@ -325,15 +155,126 @@ class Redactor:
             hit = self._memo.get(text)
             if hit is not None:
                 return hit
-        original = text
-        total = 0
-        folds = _Folds()
-        for rule in self._compiled:
-            text, count = rule.apply(text, folds)
-            total += count
+        result = (self._run(text, self._compiled) if len(text) <= SLICE_CHARS
+                  else self._sliced(text))
         if short:
             memo = self._memo
             if len(memo) >= _MEMO_ENTRIES:
                 memo.clear()
-            memo[original] = (text, total)
+            memo[text] = result
+        return result
+
+    def _sliced(self, text: str) -> tuple[str, int]:
+        whole = tuple(r for r in self._compiled if r[1].multiline)
+        local = tuple(r for r in self._compiled if not r[1].multiline)
+        text, total = self._run(text, whole)
+        pieces: list[str] = []
+        start = 0
+        while start < len(text):
+            end = _cut(text, start)
+            piece, count = self._run(text[start:end], local)
+            pieces.append(piece)
+            total += count
+            start = end
+        return "".join(pieces), total
+
+    def _run(self, text: str, rules: tuple[tuple[str, SecretRule], ...]) -> tuple[str, int]:
+        total = 0
+        low: str | None = None
+        for _name, rule in rules:
+            if rule.lowered:
+                if low is None:
+                    low = _lower(text)
+                if rule.gate and not any(g in low for g in rule.gate):
+                    continue
+                text, n = self._apply(text, rule, low)
+                if n:
+                    low = None
+            else:
+                if rule.gate and not any(g in text for g in rule.gate):
+                    continue
+                text, n = self._apply(text, rule, text)
+            total += n
         return text, total
+
+    def _marker(self, kind: str) -> str:
+        marker = self._marks.get(kind)
+        if marker is None:
+            marker = self._marks[kind] = REDACTION_MARKER_FORMAT.format(kind=kind)
+        return marker
+
+    def _apply(self, text: str, rule: SecretRule, source: str) -> tuple[str, int]:
+        """Run ``rule.pattern`` over ``source`` (the text or its lower-cased copy) and
+        replace, in ``text``, each span its decision returns."""
+        pieces: list[str] = []
+        done = count = decided = 0
+        cap = max(DECISION_CAP, len(text) // 256)
+        for m in rule.pattern.finditer(source):
+            decided += 1
+            if decided > cap:  # hostile or degenerate: fail closed, bounded time
+                pieces.append(text[done:max(m.start(), done)])
+                pieces.append(self._marker(_OVERFLOW))
+                return "".join(pieces), count + 1
+            got = rule.decide(m, text)
+            if got is None:
+                continue
+            a, b, kind = got
+            if a < done:
+                continue
+            pieces.append(text[done:a])
+            pieces.append(self._marker(kind))
+            done = b
+            count += 1
+        if not count:
+            return text, 0
+        pieces.append(text[done:])
+        return "".join(pieces), count
+
+    # -- structures ------------------------------------------------------------------------
+    def redact_structure(self, body: Any) -> tuple[Any, int]:
+        """Redact every string of a JSON-like body (dicts, lists, tuples) before encoding.
+
+        Keys are redacted too: a dict keyed by e-mail address or by token is real (a
+        cache, a per-user map). Two keys that redact to the same marker keep both
+        values (the later key gets ``#2``, ``#3``, ...). A string value under a key that
+        names a secret (``{"api_key": "..."}``) is redacted whole when it looks like a
+        value, since the assignment rule cannot see key and value side by side once
+        they are separate strings. Other values (numbers, booleans, None) are kept.
+
+        Returns:
+            The redacted copy (containers are new; the body is not changed) and how
+            many secrets were replaced.
+        """
+        if not self.enabled:
+            return body, 0
+        counter = [0]
+        return self._walk(body, counter, 0), counter[0]
+
+    def _walk(self, value: Any, counter: list[int], depth: int) -> Any:
+        if isinstance(value, str):
+            text, n = self.redact_counted(value)
+            counter[0] += n
+            return text
+        if depth > 200:  # deeper than JSON encoders go: keep it for the encoder to refuse
+            return value
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                new_key = key
+                if isinstance(key, str):
+                    new_key = self._walk(key, counter, depth + 1)
+                    if new_key != key and new_key in out:
+                        suffix = 2
+                        while f"{new_key}#{suffix}" in out:
+                            suffix += 1
+                        new_key = f"{new_key}#{suffix}"
+                new_item = self._walk(item, counter, depth + 1)
+                if (new_item is item and isinstance(key, str) and isinstance(item, str)
+                        and _keyed_secret(key, item)):
+                    new_item = self._marker("secret_assignment")
+                    counter[0] += 1
+                out[new_key] = new_item
+            return out
+        if isinstance(value, (list, tuple)):
+            return [self._walk(item, counter, depth + 1) for item in value]
+        return value

@@ -24,6 +24,7 @@ from . import state as _state
 from .internal import count_hook_error, instruments, internal_totals
 from .payload_body import (
     BODY_ENCODER,
+    EncodedJSON,
     attribute_text,
     encode_body,
     snapshot_body,
@@ -176,7 +177,9 @@ def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> 
     try:
         sink = _state.current().payload_sink
         # A sink that encodes on its worker (the Kafka sink) takes the body as text or
-        # as a private snapshot; any other sink takes text, encoded here.
+        # as a private snapshot; any other sink takes text, encoded here. Either way
+        # redaction is the sink's, on its worker: JSON the caller had to encode is
+        # marked (EncodedJSON) so it is still redacted string by string.
         record_snapshot = getattr(sink, "record_snapshot", None)
         if record_snapshot is not None:
             if isinstance(body, str):
@@ -184,13 +187,13 @@ def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> 
             else:
                 snapped = snapshot_body(body)
                 if snapped is None:
-                    text = BODY_ENCODER.encode(body)
-                    snapped = text, text_bytes(text)
+                    encoded = EncodedJSON(BODY_ENCODER.encode(body))
+                    snapped = encoded, text_bytes(encoded)
                 snapshot = snapped
             attrs = {str(k): v if type(v) is str else attribute_text(v)
                      for k, v in attributes.items() if v is not None}
             return record_snapshot(request_id, kind, snapshot[0], snapshot[1], attrs)
-        text = encode_body(body)
+        text = body if isinstance(body, str) else EncodedJSON(encode_body(body))
         attrs = {str(k): v if isinstance(v, str) else json.dumps(v, default=str)
                  for k, v in attributes.items() if v is not None}
         return sink.record(request_id, kind, text, attrs)

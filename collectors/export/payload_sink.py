@@ -30,7 +30,7 @@ from ...schemas import names
 from ...schemas.payload_record import PayloadRecord, encode
 from ..config import CollectorConfig
 from ..emit.internal import count_internal, log_rate_limited
-from ..emit.payload_body import encode_body, text_bytes
+from ..emit.payload_body import redact_body, text_bytes
 from ..emit.redaction import Redactor
 from .kafka_producer import LazyProducer
 
@@ -241,7 +241,10 @@ class KafkaPayloadSink:
         if kafka is None:
             self._dropped("kafka_unavailable")
             return
-        body, redactions = self._redactor.redact_counted(encode_body(item.body))
+        # Redaction runs here, on the worker, never on the agent's thread; a long body
+        # is redacted in slices (Redactor.SLICE_CHARS), so no one regex call holds the
+        # GIL long enough to stall the agent's threads.
+        body, redactions = redact_body(self._redactor, item.body)
         attributes = {k: self._redactor.redact(v if isinstance(v, str) else json.dumps(v))
                       for k, v in item.attributes.items()}
         data = body.encode("utf-8")

@@ -56,8 +56,12 @@ PEM = ("-----BEGIN RSA PRIVATE KEY-----\n"
     (f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}", ANTHROPIC_KEY, "api_key", "ANTHROPIC_API_KEY="),
     (f"aws_access_key_id = {AWS_KEY}", AWS_KEY, "api_key", "aws_access_key_id"),
     (f"git clone with {GITHUB_TOKEN}", GITHUB_TOKEN, "api_key", "git clone with "),
-    (f"Authorization: Bearer {JWT}", JWT, "bearer_token", "Authorization: Bearer "),
-    (f"curl -H 'authorization: bearer {JWT}'", JWT, "bearer_token", "authorization: bearer "),
+    (f"Authorization: Bearer {JWT}", JWT, "jwt", "Authorization: Bearer "),
+    (f"curl -H 'authorization: bearer {JWT}'", JWT, "jwt", "authorization: bearer "),
+    ("Authorization: Bearer tok3n_value_abcdef", "tok3n_value_abcdef", "auth_header",
+     "Authorization: Bearer "),
+    ("retry with bearer abcd1234efgh5678 now", "abcd1234efgh5678", "bearer_token",
+     "retry with bearer "),
     ("https://deploy:Tr0ub4dor3@git.example.com/repo.git", "Tr0ub4dor3", "url_password",
      "https://deploy:"),
     ("postgres://admin:s3cr3t-pw@db.internal:5432/app", "s3cr3t-pw", "url_password",
@@ -158,8 +162,11 @@ def test_empty_text() -> None:
 
 
 def test_default_rule_names_are_the_marker_kinds() -> None:
-    assert set(DEFAULT_RULES) == {"private_key", "api_key", "bearer_token", "url_password",
-                                  "secret_assignment", "email"}
+    kinds = {"private_key", "api_key", "bearer_token", "url_password", "secret_assignment",
+             "email", "jwt", "auth_header", "cookie", "high_entropy"}
+    # Two rules find a kind of their own by a second pattern (PuTTY keys, prefix-less
+    # vendor shapes); every other rule's name is the kind of its markers.
+    assert set(DEFAULT_RULES) == kinds | {"putty_key", "api_key_shape"}
 
 
 # -- agent label cap ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from guardtrace.collectors.config import CollectorConfig
 from guardtrace.collectors.emit import state as _state
 from guardtrace.collectors.emit.payload_body import snapshot_body
-from guardtrace.collectors.emit.redaction import Redactor
+from guardtrace.collectors.emit.redaction import SLICE_CHARS, Redactor
 from guardtrace.collectors.emit.telemetry import internal_totals, record_payload
 from guardtrace.collectors.export import payload_sink as payload_sink_module
 from guardtrace.collectors.export.kafka_producer import LazyProducer
@@ -626,3 +626,55 @@ def test_payload_records_are_sent_by_the_producer_for_compressed_values(sinks: l
     assert sink.force_flush(5.0)
     assert producer.kafka.sent and producer.compressed_values
     assert all(producer.compressed_values)
+
+
+# -- structured bodies: redacted string by string, before encoding -------------------------
+_KEY = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+
+
+def test_secret_alone_on_a_line_of_a_reply_is_redacted(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks)
+    body = {"reply": f"Here is the key:\n{_KEY}\nthanks", "model": "gpt-4o"}
+    with _installed(sink):
+        assert record_payload("req-s", "k", body)
+    assert sink.force_flush(timeout_s=5.0)
+    (record,) = _shipped(kafka)
+    assert _KEY not in record.body and record.redactions == 1
+    assert json.loads(record.body) == {"reply": "Here is the key:\n[REDACTED:api_key]\nthanks",
+                                       "model": "gpt-4o"}
+
+
+def test_body_encoded_on_the_caller_is_still_redacted_string_by_string(sinks: list) -> None:
+    # More values than a snapshot copies: JSON-encoded on the caller, decoded again and
+    # redacted per string on the worker.
+    sink, kafka = _recording_sink(sinks, payload_limit_bytes=1_000_000)
+    steps = [{"tool": f"tool-{i}", "args": {"q": f"step {i}"}} for i in range(40)]
+    body = {"plan": steps, "reply": f"ok\n{_KEY}\n", "api_key": "Zq81mX0pLw7r",
+            "ops@example.com": "owner", "ops2@example.com": "backup"}
+    with _installed(sink):
+        assert record_payload("req-s", "k", body)
+    assert sink.force_flush(timeout_s=5.0)
+    (record,) = _shipped(kafka)
+    stored = json.loads(record.body)
+    assert stored["plan"] == steps
+    assert stored["reply"] == "ok\n[REDACTED:api_key]\n"
+    assert stored["api_key"] == "[REDACTED:secret_assignment]"
+    # Keys are redacted too; two that redact alike both keep their value.
+    assert stored["[REDACTED:email]"] == "owner" and stored["[REDACTED:email]#2"] == "backup"
+    assert record.redactions == 4
+
+
+def test_long_text_body_is_redacted_across_its_slices(sinks: list) -> None:
+    sink, kafka = _recording_sink(sinks, payload_limit_bytes=2_000_000)
+    line = "an ordinary line of a long tool result, nothing secret in it at all\n"
+    filler = line * (SLICE_CHARS // len(line))
+    secrets = [f"{_KEY[:-2]}{i:02d}" for i in range(12)]
+    body = "".join(filler[: SLICE_CHARS * (i % 3) // 4] + s + "\n" for i, s in enumerate(secrets))
+    body += "-----BEGIN RSA PRIVATE KEY-----\n" + "QUJDRA==\n" * 3000 + "-----END RSA PRIVATE KEY-----"
+    assert len(body) > 4 * SLICE_CHARS
+    with _installed(sink):
+        assert record_payload("req-s", "k", body)
+    assert sink.force_flush(timeout_s=10.0)
+    records, text = _reassemble([value for _, _, value, _ in kafka.sent])
+    assert not any(s in text for s in secrets) and "QUJDRA==" not in text
+    assert records[0].redactions == len(secrets) + 1

@@ -1,0 +1,89 @@
+"""Every redaction rule, and the fabrication detector's quoted-region mask, runs in time
+linear in its input: doubling an adversarial input must not quadruple the time.
+
+Ratios only, no absolute times: each input is timed at n and 2n characters, best of a
+few runs, and t(2n)/t(n) must stay under 3 (linear is 2, quadratic 4). A pair too fast
+to time (under a millisecond at 2n) is linear as far as this machine can tell; a ratio
+over the bound is timed again, more times, before it fails, since a shared 2-core
+machine can stall any one run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from guardtrace.collectors.emit import redaction
+from guardtrace.collectors.emit.redaction import Redactor
+from guardtrace.collectors.emit.secret_rules import RE2_AVAILABLE, build_rules
+from guardtrace.collectors.replies.claims import mask_quoted
+from tests.unit.test_redaction_quality import cases
+
+N = 64 * 1024
+RATIO_BOUND = 3.0
+MEASURABLE_S = 0.001
+
+
+def _best(fn: Callable[[str], object], text: str, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn(text)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _ratio(fn: Callable[[str], object], small: str, large: str, repeats: int) -> float | None:
+    t_small, t_large = _best(fn, small, repeats), _best(fn, large, repeats)
+    if t_large < MEASURABLE_S:
+        return None
+    return t_large / max(t_small, 1e-9)
+
+
+def _assert_linear(fn: Callable[[str], object], label: str) -> None:
+    small, large = cases().adversarial(N), cases().adversarial(2 * N)
+    for name in small:
+        ratio = _ratio(fn, small[name], large[name], 3)
+        if ratio is not None and ratio >= RATIO_BOUND:
+            ratio = _ratio(fn, small[name], large[name], 7)
+        assert ratio is None or ratio < RATIO_BOUND, (
+            f"{label} on {name!r}: x{ratio:.2f} time for x2 input")
+
+
+def _rule_runner(rule_name: str, use_re2: bool) -> Callable[[str], object]:
+    rules = build_rules(use_re2)
+    redactor = Redactor(rules={rule_name: rules[rule_name]})
+    one = redactor._compiled
+    # The rule over the whole text, without the slicing that bounds long texts.
+    return lambda text: redactor._run(text, one)
+
+
+@pytest.mark.parametrize("rule", list(build_rules(False)))
+def test_each_default_rule_is_linear_stdlib(rule: str) -> None:
+    _assert_linear(_rule_runner(rule, False), rule)
+
+
+@pytest.mark.skipif(not RE2_AVAILABLE, reason="google-re2 not installed")
+@pytest.mark.parametrize("rule", ["api_key", "api_key_shape", "secret_assignment"])
+def test_rules_located_by_re2_are_linear(rule: str) -> None:
+    _assert_linear(_rule_runner(rule, True), rule)
+
+
+def test_whole_redactor_is_linear() -> None:
+    _assert_linear(Redactor().redact_counted, "Redactor")
+
+
+def test_slices_bound_a_quadratic_user_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backtracking rule is quadratic in what it sees; sliced, it sees SLICE_CHARS at
+    # most, so a long text costs linear time (smaller slices keep the test quick).
+    monkeypatch.setattr(redaction, "SLICE_CHARS", 2048)
+    redactor = Redactor(rules={"backtracking": r"a*b"})
+    small, large = "a" * (32 * 2048), "a" * (64 * 2048)
+    ratio = _ratio(redactor.redact_counted, small, large, 3)
+    assert ratio is None or ratio < RATIO_BOUND
+
+
+def test_quoted_region_mask_is_linear() -> None:
+    _assert_linear(mask_quoted, "mask_quoted")
