@@ -27,7 +27,9 @@ a real Tansu broker:
   around the import alone (median of ``--import-runs``), next to ``import json`` timed
   the same way and the wall time of ``python -c pass`` (interpreter start). Bytecode is
   cached first, as an installed package has it. Target: median under 100 ms, and no
-  Kafka client module loaded by the import.
+  Kafka client module loaded by the import. The guard families load on first use, so the
+  import with all three loaded is printed beside it (no target: what an agent using every
+  guard pays before its first call).
 
 Long because every case shares one set of configured providers and one broker, so
 the cases are timed side by side in one process.
@@ -65,6 +67,14 @@ started = time.perf_counter()
 import {module}
 elapsed = time.perf_counter() - started
 print(elapsed * 1000, sum(name.split(".")[0] == "kafka" for name in sys.modules))
+"""
+# The same, then every guard family loaded too (they load on first use): what an agent
+# that uses all three guards pays before its first call. Reported beside the target.
+_FAMILIES_PROGRAM = """
+import time
+started = time.perf_counter()
+from guardtrace.collectors import FabricationGuard, VerificationLoop, validate_plan
+print((time.perf_counter() - started) * 1000)
 """
 
 # Words of random letters: replies share few character 4-shingles, as real replies
@@ -292,8 +302,9 @@ def bench_emit(bootstrap: str, topics: Any, calls: int, flush: bool) -> dict[str
 
 
 def bench_import(runs: int) -> dict[str, Any]:
-    """Medians, in ms, of importing the hooks and ``json`` in fresh interpreters, and of
-    starting an interpreter at all (``python -c pass``, wall time)."""
+    """Medians, in ms, of importing the hooks (alone, and with every guard family loaded)
+    and ``json`` in fresh interpreters, and of starting an interpreter at all
+    (``python -c pass``, wall time)."""
     # A checkout writes its bytecode on first import, an installed package has it from
     # pip: allow the cache and warm it once, so every timed run reads bytecode.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -305,6 +316,7 @@ def bench_import(runs: int) -> dict[str, Any]:
 
     fresh(_IMPORT_PROGRAM.format(module=HOOKS_MODULE))
     hooks_ms: list[float] = []
+    families_ms: list[float] = []
     json_ms: list[float] = []
     start_ms: list[float] = []
     kafka_modules = 0
@@ -312,12 +324,14 @@ def bench_import(runs: int) -> dict[str, Any]:
         elapsed, kafka = fresh(_IMPORT_PROGRAM.format(module=HOOKS_MODULE)).split()
         hooks_ms.append(float(elapsed))
         kafka_modules = max(kafka_modules, int(kafka))
+        families_ms.append(float(fresh(_FAMILIES_PROGRAM)))
         json_ms.append(float(fresh(_IMPORT_PROGRAM.format(module="json")).split()[0]))
         started = time.perf_counter()
         fresh("pass")
         start_ms.append((time.perf_counter() - started) * 1000)
     return {"hooks_ms": round(percentile(hooks_ms, 50), 1),
             "hooks_p90_ms": round(percentile(hooks_ms, 90), 1),
+            "with_all_families_ms": round(percentile(families_ms, 50), 1),
             "json_ms": round(percentile(json_ms, 50), 1),
             "interpreter_start_ms": round(percentile(start_ms, 50), 1),
             "kafka_modules_loaded": kafka_modules, "runs": runs}
@@ -371,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
                  [["python -c pass (interpreter start, wall; baseline)",
                    imports["interpreter_start_ms"]],
                   ["import json (baseline)", imports["json_ms"]],
-                  [f"import {HOOKS_MODULE}", imports["hooks_ms"]]])
+                  [f"import {HOOKS_MODULE}", imports["hooks_ms"]],
+                  ["... and load all three guard families (not a target)",
+                   imports["with_all_families_ms"]]])
     ratio = reachable["emit"]["median_us"] / reachable["bare"]["median_us"]
     p99_ratio = unreachable["emit"]["p99_us"] / reachable["emit"]["p99_us"]
     report.figures.update({

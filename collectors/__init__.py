@@ -16,7 +16,7 @@ Nothing needs :func:`configure`: unconfigured, guards still decide, and emit int
 OTel no-op API. Importing the hooks loads neither the OpenTelemetry SDK nor the Kafka
 client: ``configure`` does, and the export classes below load on first access.
 
-    from .. import collectors
+    from guardtrace import collectors
     collectors.configure(kafka_bootstrap="kafka:9092", service_name="travel-agent")
 """
 
@@ -27,43 +27,7 @@ from .emit.cardinality import AgentLabelLimiter
 from .emit.redaction import Redactor
 from .emit.telemetry import GuardTelemetry, new_request_id, record_payload
 from .errors import GuardInputError
-from .plans.retry import (
-    PlanAttempt,
-    PlanGenerationError,
-    PlanHallucinationError,
-    PlanRetryConfig,
-    ValidatedPlan,
-    generate_validated_plan,
-)
-from .plans.validation import PlanValidationResult, validate_plan
-from .questions.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
-from .questions.verification import (
-    BudgetToken,
-    TurnAction,
-    VerificationLoop,
-    VerificationOutcome,
-    ensure_reason_tool,
-    reason_tool_schema,
-)
-from .replies.conversation_guard import (
-    ConversationDetector,
-    ReplyVerdict,
-    judge_conversation,
-)
-from .replies.fabrication import (
-    FabricationDetector,
-    FabricationGuard,
-    FabricationVerdict,
-    detect_fabrication,
-)
-from .replies.reply_history import InMemoryReplyHistory, ReplyHistory
 from .setup import Telemetry, configure, force_flush, shutdown
-from .tool_calls import (
-    tool_names_fired,
-    tool_names_from_anthropic,
-    tool_names_from_openai,
-)
-from .tool_catalog import ToolSpec, read_tool_specs
 
 __all__ = [
     "AgentLabelLimiter",
@@ -113,9 +77,41 @@ __all__ = [
     "validate_plan",
 ]
 
-# The export path (kafka-python, the OTLP encoders) loads on first access, not on import:
-# an agent pays for it only once it configures telemetry or names these classes.
+# Loaded on first access, not on import, so an agent pays only for what it uses: each
+# guard family (its patterns compile as its modules load), and the export path
+# (kafka-python, the OTLP encoders), which `configure` or these class names bring in.
 _LAZY_EXPORTS = {
+    "PlanAttempt": ".plans.retry",
+    "PlanGenerationError": ".plans.retry",
+    "PlanHallucinationError": ".plans.retry",
+    "PlanRetryConfig": ".plans.retry",
+    "ValidatedPlan": ".plans.retry",
+    "generate_validated_plan": ".plans.retry",
+    "PlanValidationResult": ".plans.validation",
+    "validate_plan": ".plans.validation",
+    "CriticalityDecision": ".questions.criticality",
+    "CriticalityGate": ".questions.criticality",
+    "ReasoningDepth": ".questions.criticality",
+    "BudgetToken": ".questions.verification",
+    "TurnAction": ".questions.verification",
+    "VerificationLoop": ".questions.verification",
+    "VerificationOutcome": ".questions.verification",
+    "ensure_reason_tool": ".questions.verification",
+    "reason_tool_schema": ".questions.verification",
+    "ConversationDetector": ".replies.conversation_guard",
+    "ReplyVerdict": ".replies.conversation_guard",
+    "judge_conversation": ".replies.conversation_guard",
+    "FabricationDetector": ".replies.fabrication",
+    "FabricationGuard": ".replies.fabrication",
+    "FabricationVerdict": ".replies.fabrication",
+    "detect_fabrication": ".replies.fabrication",
+    "InMemoryReplyHistory": ".replies.reply_history",
+    "ReplyHistory": ".replies.reply_history",
+    "tool_names_fired": ".tool_calls",
+    "tool_names_from_anthropic": ".tool_calls",
+    "tool_names_from_openai": ".tool_calls",
+    "ToolSpec": ".tool_catalog",
+    "read_tool_specs": ".tool_catalog",
     "KafkaMetricExporter": ".export.kafka_exporters",
     "KafkaSpanExporter": ".export.kafka_exporters",
     "KafkaPayloadSink": ".export.payload_sink",
@@ -124,6 +120,34 @@ _LAZY_EXPORTS = {
 if TYPE_CHECKING:
     from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
     from .export.payload_sink import KafkaPayloadSink
+    from .plans.retry import (
+        PlanAttempt,
+        PlanGenerationError,
+        PlanHallucinationError,
+        PlanRetryConfig,
+        ValidatedPlan,
+        generate_validated_plan,
+    )
+    from .plans.validation import PlanValidationResult, validate_plan
+    from .questions.criticality import CriticalityDecision, CriticalityGate, ReasoningDepth
+    from .questions.verification import (
+        BudgetToken,
+        TurnAction,
+        VerificationLoop,
+        VerificationOutcome,
+        ensure_reason_tool,
+        reason_tool_schema,
+    )
+    from .replies.conversation_guard import ConversationDetector, ReplyVerdict, judge_conversation
+    from .replies.fabrication import (
+        FabricationDetector,
+        FabricationGuard,
+        FabricationVerdict,
+        detect_fabrication,
+    )
+    from .replies.reply_history import InMemoryReplyHistory, ReplyHistory
+    from .tool_calls import tool_names_fired, tool_names_from_anthropic, tool_names_from_openai
+    from .tool_catalog import ToolSpec, read_tool_specs
 
 
 def __getattr__(name: str) -> Any:

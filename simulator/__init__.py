@@ -6,8 +6,8 @@ Nothing in the guard hooks uses this package. It plays a deterministic fleet of 
 :class:`~guardtrace.collectors.VerificationLoop`, so everything it emits is what those
 hooks emit, through whatever telemetry is configured::
 
-    from .. import collectors
-    from . import SimulationConfig, run_simulation
+    from guardtrace import collectors
+    from guardtrace.simulator import SimulationConfig, run_simulation
 
     collectors.configure(kafka_bootstrap="127.0.0.1:9092")
     summary = run_simulation(SimulationConfig(requests=500, rate=None, seed=7))
