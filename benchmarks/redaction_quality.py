@@ -79,24 +79,28 @@ def rule_seconds_per_mb(rules: dict[str, Any], size: int, budget_s: float
     half, full = cases.adversarial(size // 2), cases.adversarial(size)
     out = {}
     for name, rule in rules.items():
-        redactor = Redactor(rules={name: rule})
-        run = redactor._compiled
+        one = _one_rule(Redactor(rules={name: rule}))
         worst = (0.0, "", 1.0, False)
         for key in full:
-            t_half = _timed(lambda text: redactor._run(text, run), half[key])
+            t_half = _timed(one, half[key])
             if t_half > budget_s:  # too slow to run at full size: extrapolate
-                t_quarter = _timed(lambda text: redactor._run(text, run),
+                t_quarter = _timed(one,
                                    half[key][: size // 4])
                 growth = t_half / max(t_quarter, 1e-9)
                 per_mb = t_half * growth ** math.log2((1 << 20) / (size // 2))
                 candidate = (per_mb, key, growth, True)
             else:
-                t_full = _timed(lambda text: redactor._run(text, run), full[key])
+                t_full = _timed(one, full[key])
                 candidate = (t_full * (1 << 20) / size, key, t_full / max(t_half, 1e-9), False)
             if candidate[0] > worst[0]:
                 worst = candidate
         out[name] = worst
     return out
+
+
+def _one_rule(redactor: Redactor) -> Callable[[str], object]:
+    """The redactor's one rule over a whole text (no slicing)."""
+    return lambda text: redactor._run(text, redactor._compiled)
 
 
 def _timed(fn: Callable[[str], object], text: str, repeats: int = 2) -> float:
