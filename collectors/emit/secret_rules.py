@@ -107,7 +107,7 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]{10,}+(?:\.[A-Za-z0-9_\-=]*+){0,4}+")
 _PREFIXES = [
     # AI providers (OpenAI, Anthropic, OpenRouter, Perplexity, Hugging Face, Replicate,
     # Groq, xAI, NVIDIA, Fireworks) and payments (Stripe secret/restricted/webhook keys)
-    r"sk-(?:proj|svcacct|admin|ant-(?:api|admin|sid)\d\d|or-v1|lf)-", r"sk-", r"pplx-",
+    r"sk-(?:proj|svcacct|admin|ant-(?:api|admin|sid)\d\d|or-v1|lf)-", r"sk-ant-", r"sk-", r"pplx-",
     r"hf_", r"api_org_", r"r8_", r"gsk_", r"xai-", r"nvapi-", r"fw_", r"sk_(?:live|test)_",
     r"rk_(?:live|test)_", r"whsec_", r"pk_(?:live|test)_",
     # code hosting, CI, package registries (GitHub, GitLab, npm, PyPI, RubyGems, Clojars,
@@ -151,7 +151,9 @@ _PROVIDER = re.compile(_trie(_PREFIXES) + _PROVIDER_TAIL + "{6,2048}+")
 # Short or ambiguous prefixes need a longer, token-like tail than distinctive ones.
 _WEAK = re.compile(r"(?:SK|AC|live_|test_|key-|pubkey-|s\.|b\.|t1\.|API-|sl\.|MT[IAE]|sk-|"
                    r"secret_|pat\.|sat\.|pk\.|sk\.|ext_|dapi|AKCp|cmVmd|LTAI|YC[AMP]|AQVN|EAA[A-Z])")
-_STRONG_SK = re.compile(r"sk-(?:proj|svcacct|admin|ant-(?:api|admin|sid)\d\d|or-v1|lf)-")
+# OpenAI, Anthropic (any sk-ant- key), OpenRouter and Langfuse keys: distinctive
+# prefixes, unlike a bare "sk-".
+_STRONG_SK = re.compile(r"sk-(?:proj|svcacct|admin|ant|or-v1|lf)-")
 _TWILIO = re.compile(r"(?:SK|AC)[0-9a-fA-F]{32}")
 
 # -- documented shapes without a prefix: Mailchimp (hex32-usN), Telegram bot tokens,
