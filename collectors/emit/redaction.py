@@ -33,11 +33,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...schemas.names import REDACTION_MARKER_FORMAT
-from .secret_rules import DEFAULT_RULES, SecretRule
-from .secret_shapes import name_is_secret, value_is_secret
+
+if TYPE_CHECKING:
+    from .secret_rules import DEFAULT_RULES, SecretRule
 
 __all__ = ["DEFAULT_RULES", "SLICE_CHARS", "Redactor", "SecretRule"]
 
@@ -55,7 +56,19 @@ _MEMO_MAX_CHARS = 256
 _MEMO_ENTRIES = 4096
 
 
+def __getattr__(name: str) -> Any:
+    # The rule set compiles some thirty patterns (about 20 ms): it loads on first use, so
+    # importing the hooks does not pay for it. These names are handed on from there.
+    if name in ("DEFAULT_RULES", "SecretRule"):
+        from . import secret_rules
+
+        return getattr(secret_rules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _user_rule(kind: str, pattern: str) -> SecretRule:
+    from .secret_rules import SecretRule
+
     """A rule given as a regular expression: the whole match, or its ``secret*`` groups."""
     compiled = re.compile(pattern)
     groups = tuple(g for g in compiled.groupindex if g.startswith("secret"))
@@ -75,6 +88,8 @@ def _user_rule(kind: str, pattern: str) -> SecretRule:
 def _keyed_secret(key: str, value: str) -> bool:
     """``{key: value}`` is a secret's name and a secret: one token (no whitespace), not a
     placeholder, not code, not a bare identifier (``{"key": "user_name"}``)."""
+    from .secret_shapes import name_is_secret, value_is_secret
+
     value = value.strip()
     if not value or len(value) > 4096 or value.startswith("[REDACTED") or not name_is_secret(key):
         return False
@@ -114,7 +129,8 @@ class Redactor:
     """Replaces secrets in text with ``[REDACTED:<kind>]`` markers.
 
     Args:
-        rules: Rule name -> rule. Defaults to :data:`DEFAULT_RULES`. A rule is a
+        rules: Rule name -> rule; None (the default) is :data:`DEFAULT_RULES`, compiled
+            on the first text redacted, not when the hooks are imported. A rule is a
             :class:`SecretRule` or a regular expression (replacing the whole match, or
             only its groups named ``secret...``; the marker kind is the rule's name).
         extra_rules: Rules added to ``rules`` (how a deployment extends redaction). They
@@ -123,22 +139,34 @@ class Redactor:
         enabled: With False, :meth:`redact` returns text unchanged.
     """
 
-    rules: Mapping[str, SecretRule | str] = field(default_factory=lambda: dict(DEFAULT_RULES))
+    rules: Mapping[str, SecretRule | str] | None = None
     extra_rules: Mapping[str, SecretRule | str] = field(default_factory=dict)
     enabled: bool = True
     # Set once by __post_init__ (the dataclass is frozen).
-    _compiled: tuple[tuple[str, SecretRule], ...] = field(init=False, repr=False,
-                                                          compare=False)
+    _compiled: tuple[tuple[str, SecretRule], ...] | None = field(
+        default=None, init=False, repr=False, compare=False)
     _memo: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
     _marks: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        compiled = tuple(
-            (name, rule if isinstance(rule, SecretRule) else _user_rule(name, rule))
-            for name, rule in {**self.extra_rules, **self.rules}.items())
-        object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_memo", {})
         object.__setattr__(self, "_marks", {})
+        if self.rules is not None or self.extra_rules:
+            self._rule_set()  # a deployment's own rules: a bad one fails here, not in a hook
+
+    def _rule_set(self) -> tuple[tuple[str, SecretRule], ...]:
+        """The rules in the order they run, compiled on first use (idempotent: two threads
+        that race here compile the same tuple)."""
+        compiled = self._compiled
+        if compiled is None:
+            from .secret_rules import DEFAULT_RULES, SecretRule
+
+            rules = DEFAULT_RULES if self.rules is None else self.rules
+            compiled = tuple(
+                (name, rule if isinstance(rule, SecretRule) else _user_rule(name, rule))
+                for name, rule in {**self.extra_rules, **rules}.items())
+            object.__setattr__(self, "_compiled", compiled)
+        return compiled
 
     # -- text ------------------------------------------------------------------------------
     def redact(self, text: str) -> str:
@@ -155,7 +183,7 @@ class Redactor:
             hit = self._memo.get(text)
             if hit is not None:
                 return hit
-        result = (self._run(text, self._compiled) if len(text) <= SLICE_CHARS
+        result = (self._run(text, self._rule_set()) if len(text) <= SLICE_CHARS
                   else self._sliced(text))
         if short:
             memo = self._memo
@@ -165,8 +193,8 @@ class Redactor:
         return result
 
     def _sliced(self, text: str) -> tuple[str, int]:
-        whole = tuple(r for r in self._compiled if r[1].multiline)
-        local = tuple(r for r in self._compiled if not r[1].multiline)
+        whole = tuple(r for r in self._rule_set() if r[1].multiline)
+        local = tuple(r for r in self._rule_set() if not r[1].multiline)
         text, total = self._run(text, whole)
         pieces: list[str] = []
         start = 0
