@@ -296,8 +296,12 @@ class Redactor:
                         while f"{new_key}#{suffix}" in out:
                             suffix += 1
                         new_key = f"{new_key}#{suffix}"
+                before = counter[0]
                 new_item = self._walk(item, counter, depth + 1)
-                if (new_item is item and isinstance(key, str) and isinstance(item, str)
+                # Unchanged means no secret replaced, not ``new_item is item``: a short
+                # text comes back from the memo as the first equal string redacted, a
+                # different object, and the check would skip the same value next time.
+                if (counter[0] == before and isinstance(key, str) and isinstance(item, str)
                         and _keyed_secret(key, item)):
                     new_item = self._marker("secret_assignment")
                     counter[0] += 1
