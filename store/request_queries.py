@@ -7,24 +7,20 @@ id and ``spans`` by trace id, so each read is a primary-key range.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..schemas import names
+from ..schemas.request_ids import validate_request_id
 from .query_sql import rows, sql, utc
 
 __all__ = ["OUTCOMES", "Payload", "RequestNotFound", "RequestSummary", "Trace", "TraceEvent",
            "TraceSpan", "find_request", "recent_requests", "request_payloads",
            "request_trace", "require_request", "validate_request_id"]
-
-# Request ids are opaque to guardtrace, but a query box is an attack surface and a typo
-# trap: accept what ids look like in practice (uuid, hex, slug, "sim-1a2b-000042") and
-# name the problem otherwise. Parameters already make SQL injection impossible; this is
-# about clear errors.
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$")
+# validate_request_id is the one request-id rule (the hooks store ids by it too), in
+# schemas.request_ids; re-exported here for the readers.
 
 # Which guard events mark a request as having an outcome worth listing.
 OUTCOMES: dict[str, tuple[str, ...]] = {
@@ -100,20 +96,6 @@ class RequestNotFound(LookupError):
         self.database = database
         super().__init__(f"no request {request_id!r} in database {database!r}. Ids appear "
                          "once the consumers have written the request's telemetry")
-
-
-def validate_request_id(text: str) -> str:
-    """Return ``text`` stripped, or raise ValueError saying what is wrong with it."""
-    request_id = text.strip()
-    if not request_id:
-        raise ValueError("a request id is required")
-    if len(request_id) > 200:
-        raise ValueError(f"a request id is at most 200 characters, got {len(request_id)}")
-    if not _REQUEST_ID.match(request_id):
-        bad = sorted({c for c in request_id if not re.match(r"[A-Za-z0-9._:/@+=-]", c)})
-        raise ValueError(f"not a request id: {request_id[:60]!r} (unexpected characters: "
-                         f"{''.join(bad)[:20]!r}; ids are letters, digits and . _ : / @ + = -)")
-    return request_id
 
 
 @dataclass(frozen=True)

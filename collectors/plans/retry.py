@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ...schemas.request_ids import storable_request_id
 from ..emit.telemetry import GuardTelemetry, new_request_id
 from .retry_prompts import PlanAttempt, build_enhanced_request, build_retry_feedback
 from .retry_telemetry import RetryReporter
@@ -253,7 +254,7 @@ def generate_validated_plan(
         Exception: Whatever the first ``generate`` call raises, unchanged.
     """
     config = config or PlanRetryConfig()
-    request_id = request_id or new_request_id()
+    request_id = storable_request_id(request_id or new_request_id())
     report = RetryReporter(telemetry or _TELEMETRY, request_id, config.retry_budget)
 
     catalog = AllowedTools.parse(allowed)

@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...schemas import names
+from ...schemas.request_ids import storable_request_id
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
 from .allowed_tools import AllowedTools, suggest_tools
 from .findings import PlanErrorType, PlanIssue, PlanValidationResult
@@ -214,7 +215,8 @@ def validate_plan(plan: Any, allowed: Any, *, request_id: str | None = None,
     started = time.perf_counter()
     result = _check(parse_plan(plan), AllowedTools.parse(allowed))
     if emit and result.hallucinations:
-        report_hallucinations(result, request_id=request_id or new_request_id(),
+        report_hallucinations(result,
+                              request_id=storable_request_id(request_id or new_request_id()),
                               telemetry=telemetry,
                               duration_ms=(time.perf_counter() - started) * 1000.0)
     return result

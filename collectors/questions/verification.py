@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import Any
 
 from ...schemas import names
+from ...schemas.request_ids import storable_request_id
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
 from .criticality import NOT_REQUIRED, CriticalityDecision, CriticalityGate, default_gate
 from .reason_tool import (
@@ -212,7 +213,7 @@ class VerificationLoop:
                  nudge_text: Callable[[str], str] | None = None,
                  module: str | None = None) -> None:
         self.question = question
-        self.request_id = request_id or new_request_id()
+        self.request_id = storable_request_id(request_id or new_request_id())
         self.agent = agent
         self.max_nudges = max_nudges
         self._required_tools = tuple(required_tools)

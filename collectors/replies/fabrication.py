@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...schemas import names
+from ...schemas.request_ids import storable_request_id
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
 from .fabrication_detector import (
     DEFAULT_DISCLAIMERS,
@@ -152,8 +153,8 @@ class FabricationGuard:
             assert self.history is not None
             self.history.record(channel, HistoryEntry.from_text(reply))
         if verdict.flagged:
-            self._emit(verdict, channel, request_id or new_request_id(), agent,
-                       (time.perf_counter() - started) * 1000.0)
+            self._emit(verdict, channel, storable_request_id(request_id or new_request_id()),
+                       agent, (time.perf_counter() - started) * 1000.0)
         return verdict
 
     @guarded(_quiet_conversation)
@@ -186,8 +187,8 @@ class FabricationGuard:
         if verdict is None:
             return FabricationVerdict.quiet("")
         if verdict.flagged:
-            self._emit(verdict, channel, request_id or new_request_id(), agent,
-                       (time.perf_counter() - started) * 1000.0)
+            self._emit(verdict, channel, storable_request_id(request_id or new_request_id()),
+                       agent, (time.perf_counter() - started) * 1000.0)
         return verdict
 
     def _emit(self, verdict: FabricationVerdict, channel: str | None, request_id: str,
