@@ -10,11 +10,15 @@ and how the detectors are evaluated.
 prints one object per assistant message that has text,
 ``{"conv_id", "msg_index", "tiers", "evidence"}``; a line that cannot be read yields
 ``{"conv_id": <id or null>, "error": ...}``.
+
+Output is valid UTF-8 whatever the input held: a lone surrogate (a JSON ``"\\ud800"``
+escape in an id) is written as that escape, not as text no UTF-8 stream can carry.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TextIO
@@ -40,12 +44,21 @@ _HIT = {"fabrication": ("flagged", True), "questions": ("should_reason", True),
         "plans": ("valid", False), "conversations": ("flagged", True)}
 
 
+# A lone surrogate: from a JSON escape in the input, or a byte that is not UTF-8 (the
+# command reads with surrogateescape so that one such line does not end the scan).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class ScanSummary(Counter):
     """Counts of lines, hits and errors (printed to stderr with ``--summary``)."""
 
 
-def scan_lines(kind: str, lines: Iterable[str], out: TextIO) -> ScanSummary:
+def scan_lines(kind: str, lines: Iterable[str], out: TextIO, *,
+               ascii_only: bool = False) -> ScanSummary:
     """Scan ``lines`` with the ``kind`` scanner, writing one JSON verdict per record.
+
+    Args:
+        ascii_only: Escape every non-ASCII character (for an output that is not UTF-8).
 
     Raises:
         ValueError: ``kind`` is not one of :data:`SCANNERS`.
@@ -62,6 +75,9 @@ def scan_lines(kind: str, lines: Iterable[str], out: TextIO) -> ScanSummary:
         summary["lines"] += 1
         record_id = None
         try:
+            if undecodable := _SURROGATE.search(line):
+                raise GuardInputError(f"line {number}: not UTF-8 text (column "
+                                      f"{undecodable.start() + 1})")
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -85,10 +101,19 @@ def scan_lines(kind: str, lines: Iterable[str], out: TextIO) -> ScanSummary:
         for item in verdicts:
             if "error" not in item and _is_hit(item, hit_field, hit_value):
                 summary[hit_field if hit_value else f"not_{hit_field}"] += 1
-            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+            out.write(_json_line(item, ascii_only) + "\n")
         if id_field != "id":
             summary["replies"] += sum(1 for v in verdicts if "error" not in v)
     return summary
+
+
+def _json_line(verdict: Mapping[str, Any], ascii_only: bool) -> str:
+    """One verdict as JSON that any UTF-8 (or, with ``ascii_only``, ASCII) stream carries."""
+    text = json.dumps(verdict, ensure_ascii=ascii_only)
+    if not ascii_only and _SURROGATE.search(text):
+        # Escaped instead: valid UTF-8, and the id still reads back exactly as it came.
+        text = json.dumps(verdict)
+    return text
 
 
 def _is_hit(verdict: Mapping[str, Any], hit_field: str, hit_value: Any) -> bool:

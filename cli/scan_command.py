@@ -6,6 +6,8 @@ Needs only the hooks (no server-side package): it is how people check their own 
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import json
 import sys
 from typing import Any
@@ -18,22 +20,32 @@ __all__ = ["register"]
 def cmd_scan(args: argparse.Namespace) -> int:
     from .scan import scan_lines  # the detectors: imported only when scanning
 
+    ascii_only = not _writes_utf8(sys.stdout)
     if args.path == "-":
-        summary = scan_lines(args.kind, sys.stdin, sys.stdout)
+        # JSONL is UTF-8 whatever the locale; a line that is not becomes that line's
+        # error (surrogateescape), and the scan goes on.
+        if isinstance(sys.stdin, io.TextIOWrapper):
+            sys.stdin.reconfigure(encoding="utf-8", errors="surrogateescape")
+        summary = scan_lines(args.kind, sys.stdin, sys.stdout, ascii_only=ascii_only)
     else:
         try:
-            handle = open(args.path, encoding="utf-8")
+            handle = open(args.path, encoding="utf-8", errors="surrogateescape")
         except OSError as exc:
             raise CommandError(f"cannot read {args.path}: {exc.strerror}") from None
         with handle:
-            try:
-                summary = scan_lines(args.kind, handle, sys.stdout)
-            except UnicodeDecodeError as exc:
-                raise CommandError(f"{args.path} is not UTF-8 text: {exc}") from None
+            summary = scan_lines(args.kind, handle, sys.stdout, ascii_only=ascii_only)
     sys.stdout.flush()
     if args.summary:
         print(json.dumps({"kind": args.kind, **dict(sorted(summary.items()))}), file=sys.stderr)
     return 2 if summary["errors"] else 0
+
+
+def _writes_utf8(stream: Any) -> bool:
+    """Whether ``stream`` encodes as UTF-8 (a terminal in another locale may not)."""
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "utf-8").name == "utf-8"
+    except LookupError:
+        return False
 
 
 def register(sub: Any) -> None:

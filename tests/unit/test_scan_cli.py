@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,46 @@ def test_conversations_scan_reports_bad_lines_and_goes_on(
     assert out[3]["error"].startswith("conversation 't': ")
     assert out[4]["error"] == "conversation 'r': message 0: unknown role 'robot'"
     assert out[5] == {"conv_id": "ok", "msg_index": 1, "tiers": [], "evidence": {}}
+
+
+def test_a_lone_surrogate_in_an_id_is_written_as_its_escape(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by hand: a JSON "\ud800" in an id ended the scan with UnicodeEncodeError.
+    path = tmp_path / "surrogate.jsonl"
+    path.write_text('{"id": "\\ud800", "question": "Which month is spelled with an X?"}\n'
+                    '{"id": "\\udfff-\\u00e9", "question": "\\ud83d alone in the text"}\n'
+                    '{"id": "ok", "question": "Write a poem about October."}\n')
+    code = main(["scan", "questions", str(path)])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    out.encode("utf-8")  # valid UTF-8: no lone surrogate reached the stream
+    lines = out.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["\ud800", "\udfff-\u00e9", "ok"]
+    assert lines[0].startswith('{"id": "\\ud800"')
+    # Lines without a surrogate keep their text as it is (no escaping of é there).
+    assert '"ok"' in lines[2]
+
+
+def test_a_line_that_is_not_utf8_is_that_lines_error_and_the_scan_goes_on(
+        tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"id": "caf\xe9", "question": "x"}\n{"id": "ok", "question": "y"}\n')
+    cli = [sys.executable, "-m", "guardtrace.cli", "scan", "questions"]
+    for done in (subprocess.run([*cli, str(path)], capture_output=True, timeout=60),
+                 subprocess.run([*cli, "-"], input=path.read_bytes(), capture_output=True,
+                                timeout=60)):
+        assert done.returncode == 2, done.stderr
+        first, second = (json.loads(line) for line in done.stdout.splitlines())
+        assert first == {"id": None, "error": "line 1: not UTF-8 text (column 12)"}
+        assert second["id"] == "ok"
+        assert b"Traceback" not in done.stderr
+
+
+def test_an_output_that_is_not_utf8_gets_ascii_json(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "emoji.jsonl", [{"id": "\U0001f600", "question": "x"}])
+    done = subprocess.run([sys.executable, "-m", "guardtrace.cli", "scan", "questions",
+                           str(path)], capture_output=True, timeout=60,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(b'{"id": "\\ud83d\\ude00"')
+    assert json.loads(done.stdout)["id"] == "\U0001f600"
