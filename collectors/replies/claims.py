@@ -54,6 +54,18 @@ _REQUEST_RE = re.compile(
     r"\blet\s+me\s+know\b|\b(?:confirm|reply)\s+(?:with\s+)?[\"'“]?yes\b|"
     r"\b(?:once|when|after|as\s+soon\s+as)\s+you\b|^\W{0,8}if\b",
     re.IGNORECASE)
+# Words without which no request pattern can match a sentence: most sentences have none,
+# and a substring test is far cheaper than the pattern's search.
+_REQUEST_HINT_RE = re.compile(r"please|kindly|let|confirm|reply|if|once|when|after|soon")
+
+
+def _asks(sentence: str) -> bool:
+    """Whether a sentence asks the user something or asks them to act."""
+    if sentence.rstrip().endswith("?"):
+        return True
+    return bool(_REQUEST_HINT_RE.search(sentence.lower()) and _REQUEST_RE.search(sentence))
+
+
 _NEGATION_RE = re.compile(r"\b(?:not|never|no\s+longer|cannot|can['’]t|couldn['’]t|"
                           r"won['’]t|didn['’]t|haven['’]t|hasn['’]t|wasn['’]t|"
                           r"weren['’]t|isn['’]t|aren['’]t|don['’]t|doesn['’]t|unable)\b",
@@ -129,7 +141,9 @@ _QUOTED_RE = re.compile(
     re.DOTALL | re.MULTILINE)
 # A sentence ends at . ! ? or a line break; a dot inside a number or a name ("$1.5",
 # "app.py") does not end it.
-_SENTENCE_RE = re.compile(r"(?:[^.!?\n]|\.(?=\w))+[.!?]*")
+# Runs of ordinary characters are taken whole (possessively), not one character per step
+# of an alternation: the same sentences, several times faster.
+_SENTENCE_RE = re.compile(r"(?:[^.!?\n]++|\.(?=\w))++[.!?]*+")
 
 
 def mask_quoted(text: str) -> str:
@@ -217,8 +231,7 @@ def find_claims(reply: str) -> list[Claim]:
     parts = sentences(text)
     # A question or a request to the user claims nothing, and a plan followed by one
     # waits for the user.
-    asks = [sentence.rstrip().endswith("?") or bool(_REQUEST_RE.search(sentence))
-            for _, sentence in parts]
+    asks = [_asks(sentence) for _, sentence in parts]
     questions_after = [False] * len(parts)
     for i in range(len(parts) - 2, -1, -1):
         questions_after[i] = questions_after[i + 1] or asks[i + 1]

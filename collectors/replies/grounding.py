@@ -15,6 +15,7 @@ conversation.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -27,11 +28,14 @@ from .claims import sentences
 __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungrounded",
            "result_amounts"]
 
-# Money: a currency sign or code before the amount, or "dollars"/"USD" after it. The
-# sign comes first so the engine's first-character scan runs in C.
+# Money: a currency sign or code before the amount, or "dollars"/"USD" after it. Two
+# patterns, not one alternation: a pattern that starts with a character set lets the
+# engine skip to the next sign in C (10x faster on a reply full of digits), and the
+# suffix form, which must try every digit, runs only when its word occurs at all.
 _AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_MONEY_RE = re.compile(rf"(?:[$€£]|\bUSD ?)\s?(?P<n>{_AMOUNT})"
-                       rf"|(?P<m>{_AMOUNT})\s?(?:dollars|USD|usd)\b")
+_SIGNED_MONEY_RE = re.compile(rf"(?:[$€£]|USD ?)\s?({_AMOUNT})")
+_SUFFIXED_MONEY_RE = re.compile(rf"({_AMOUNT})\s?(?:dollars|USD|usd)\b")
+_MONEY_SUFFIXES = ("dollars", "USD", "usd")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 # Digits of a number in a source, after thousands separators are dropped ("1,936").
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -56,6 +60,54 @@ _TOTAL_TERMS = 10
 _MAX_VALUES = 256
 _NEARBY = 12
 _MAX_SUBSET_SUMS = 1024
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _money(text: str, limit: int) -> list[tuple[str, str]]:
+    """The first ``limit`` money amounts of ``text``, in order: ``(as written, digits)``.
+
+    The same amounts, in the same order, as one scan for either form would find: at each
+    step the form whose next match starts first is taken, and both look on from its end.
+    """
+    if not any(suffix in text for suffix in _MONEY_SUFFIXES):  # the usual case: one form
+        return [(m.group().strip(), m.group(1)) for m in itertools.islice(
+            (m for m in _SIGNED_MONEY_RE.finditer(text) if not _inside_word(text, m)), limit)]
+    out: list[tuple[str, str]] = []
+    signed: re.Match[str] | None = None
+    suffix: re.Match[str] | None = None
+    signed_done = suffix_done = False
+    pos = 0
+    while len(out) < limit:
+        if not signed_done and (signed is None or signed.start() < pos):
+            signed = _next_signed(text, pos)
+            signed_done = signed is None
+        if not suffix_done and (suffix is None or suffix.start() < pos):
+            suffix = _SUFFIXED_MONEY_RE.search(text, pos)
+            suffix_done = suffix is None
+        live = [m for m in (signed, suffix) if m is not None and m.start() >= pos]
+        if not live:
+            break
+        taken = min(live, key=lambda m: m.start())
+        out.append((taken.group().strip(), taken.group(1)))
+        pos = taken.end()
+    return out
+
+
+def _next_signed(text: str, pos: int) -> re.Match[str] | None:
+    while (m := _SIGNED_MONEY_RE.search(text, pos)) is not None:
+        if not _inside_word(text, m):
+            return m
+        pos = m.start() + 1
+    return None
+
+
+def _inside_word(text: str, m: re.Match[str]) -> bool:
+    # "XUSD 5": no currency code inside a word.
+    start = m.start()
+    return text.startswith("USD", start) and start > 0 and _is_word_char(text[start - 1])
 
 
 def _number(text: str) -> float | None:
@@ -89,9 +141,29 @@ def _key(value: float) -> int:
 # snake-case prefix and a long number ("credit_card_4421486"). Lower-case words with
 # digits are mostly names of things ("base64", "utf8", "python3"), not results.
 _CODE_RE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]+|[a-z]+(?:_[a-z]+)*_\d{4,}")
-# Words that may be codes, found in one pass (most words of a reply are not): capitals
-# and digits, or snake case ending in digits.
-_CODE_CANDIDATE_RE = re.compile(r"\b[A-Z0-9]{5,40}\b|\b[a-z][a-z_]{0,30}_\d{4,}\b")
+# Words that may be codes (most words of a reply are not): runs of capitals and digits,
+# whose word boundaries are checked after the match (a pattern that starts with a
+# character set lets the engine skip ahead in C), and snake case ending in digits, looked
+# for only when the reply has an underscore before digits.
+_CAPS_CODE_RE = re.compile(r"[A-Z0-9]{5,40}")
+_SNAKE_CODE_RE = re.compile(r"\b[a-z][a-z_]{0,30}_\d{4,}\b")
+_SNAKE_HINT_RE = re.compile(r"_\d{4}")
+
+
+def _code_candidates(text: str) -> list[str]:
+    """Words of ``text`` shaped like codes, in order."""
+    found: list[tuple[int, str]] = []
+    end_of_text = len(text)
+    for m in _CAPS_CODE_RE.finditer(text):
+        start, end = m.span()
+        if (start and _is_word_char(text[start - 1])) or (
+                end < end_of_text and _is_word_char(text[end])):
+            continue  # part of a longer word
+        found.append((start, m.group()))
+    if _SNAKE_HINT_RE.search(text):
+        found += [(m.start(), m.group()) for m in _SNAKE_CODE_RE.finditer(text)]
+        found.sort()
+    return [word for _, word in found]
 # Units and versions in capitals are not ids either: "5GB", "4G", "2FA", "V2".
 _UNIT_RE = re.compile(r"\d+(?:GB|MB|KB|TB|G|FA|K|M|X|AM|PM|ST|ND|RD|TH)|V\d+|[A-Z]\d")
 
@@ -148,18 +220,16 @@ class Grounds:
     def has_word(self, word: str) -> bool:
         """Whether ``word`` (lower-case) occurred as a word in the sources."""
         for text in self._texts[self._read_words:]:
-            self._words.update(_WORD_RE.findall(text.lower()))
+            self._words.update(_source_words(text))
         self._read_words = len(self._texts)
         return word in self._words
 
     def _read_new_numbers(self) -> None:
         for text in self._texts[self._read_numbers:]:
-            # Numbers are kept as their digits (set building in C); a refund of -114 in a
-            # ledger is "$114" in a reply, and "1,936" is 1936.
-            found = _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
+            found = _source_numbers(text)
             self._numbers.update(found)
             # Operands of derivations are made floats only when a value needs one.
-            self._recent_digits = (self._recent_digits + found[-_MAX_OPERANDS:])[
+            self._recent_digits = [*self._recent_digits, *found[-_MAX_OPERANDS:]][
                 -_MAX_OPERANDS:]
             self._recent = None
         self._read_numbers = len(self._texts)
@@ -222,6 +292,39 @@ class Grounds:
         return target in self._totals or target in _subset_sums(before)
 
 
+# An agent checks its conversation after every reply, and all but the newest messages
+# are the same string objects as last time: what a source says is read once and kept.
+# Only sources up to this size are kept, and this many, so the cache stays a few MB.
+_CACHED_SOURCE_CHARS = 64 * 1024
+_CACHED_SOURCES = 512
+
+
+def _words_in(text: str) -> list[str]:
+    return _WORD_RE.findall(text.lower())
+
+
+def _numbers_in(text: str) -> list[str]:
+    # Numbers are kept as their digits (set building in C); a refund of -114 in a ledger
+    # is "$114" in a reply, and "1,936" is 1936.
+    return _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
+
+
+_cached_words = functools.lru_cache(maxsize=_CACHED_SOURCES)(
+    lambda text: frozenset(_words_in(text)))
+_cached_numbers = functools.lru_cache(maxsize=_CACHED_SOURCES)(
+    lambda text: tuple(_numbers_in(text)))
+
+
+def _source_words(text: str) -> Iterable[str]:
+    """The lower-cased words of a source."""
+    return _words_in(text) if len(text) > _CACHED_SOURCE_CHARS else _cached_words(text)
+
+
+def _source_numbers(text: str) -> Sequence[str]:
+    """The numbers of a source, as digits, in order."""
+    return _numbers_in(text) if len(text) > _CACHED_SOURCE_CHARS else _cached_numbers(text)
+
+
 def _clock(m: re.Match[str]) -> str:
     hour = int(m.group("h"))
     minute = int(m.groupdict().get("m") or 0)
@@ -248,18 +351,18 @@ def find_ungrounded(reply: str, grounds: Grounds,
     """
     out: dict[str, UngroundedValue] = {}
     skip = set(ignore)
-    found = [(m, v) for m in itertools.islice(_MONEY_RE.finditer(reply), _MAX_VALUES)
-             if (v := _number(m.group("n") or m.group("m"))) is not None]
+    found = [(written, v) for written, digits in _money(reply, _MAX_VALUES)
+             if (v := _number(digits)) is not None]
     amounts = [v for _, v in found]
-    for i, (m, value) in enumerate(found):
+    for i, (written, value) in enumerate(found):
         if value == 0:
             continue
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
         if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
-            out.setdefault(m.group().strip(), UngroundedValue("money", m.group().strip()))
-    for word in _CODE_CANDIDATE_RE.findall(reply):
+            out.setdefault(written, UngroundedValue("money", written))
+    for word in _code_candidates(reply):
         if word.lower() in skip or not _is_code(word):
             continue
         if not grounds.has_word(word.lower()):
@@ -356,9 +459,9 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
         if examined >= _MAX_VALUES:
             break
         per_unit = bool(_PER_UNIT_RE.search(sentence))
-        for m in itertools.islice(_MONEY_RE.finditer(sentence), _MAX_VALUES - examined):
+        for text, digits in _money(sentence, _MAX_VALUES - examined):
             examined += 1
-            value = _number(m.group("n") or m.group("m"))
+            value = _number(digits)
             if value is None or value == 0:
                 continue
             target = _key(value)
@@ -368,7 +471,6 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
                 derived = target in totals
             if not derived and per_unit:
                 derived = any(_key(value * k) in keys for k in _SMALL_FACTORS)
-            text = m.group().strip()
             if not derived:
                 out.setdefault(text, UngroundedValue("outcome", text))
             elif (target in keys and target not in positive
