@@ -14,7 +14,17 @@ from typing import Any
 from .allowed_tools import AllowedTools
 from .plan_shapes import PlanStep
 
-__all__ = ["PlanErrorType", "PlanIssue", "PlanValidationResult"]
+__all__ = ["PlanErrorType", "PlanIssue", "PlanValidationResult", "shown_name"]
+
+# Names in messages and telemetry are cut here: a message must stay readable whatever a
+# model wrote, and a name of a megabyte is no tool's name (redacting and shipping all of
+# it would hold the agent's thread).
+_MAX_SHOWN_NAME = 120
+
+
+def shown_name(name: str) -> str:
+    """``name`` as messages and telemetry show it: cut to a readable length."""
+    return name if len(name) <= _MAX_SHOWN_NAME else name[:_MAX_SHOWN_NAME] + "…"
 
 
 class PlanErrorType(StrEnum):

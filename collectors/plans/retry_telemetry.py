@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ...schemas import names
 from ..emit.telemetry import GuardTelemetry, guarded
 from .allowed_tools import AllowedTools
-from .findings import PlanValidationResult
+from .findings import PlanValidationResult, shown_name
 from .validation import report_hallucinations
 
 if TYPE_CHECKING:
@@ -139,18 +139,20 @@ class RetryReporter:
     @guarded(_skip)
     def unrecoverable(self, result: PlanValidationResult, retries: int, error: str) -> None:
         issue = result.hallucinations[0]
+        shown = None if issue.tool is None else shown_name(issue.tool)
         self.t.event(names.EVENT_HALLUCINATION_UNRECOVERABLE, self.request_id, {
-            names.ATTR_HALLUCINATED_AGENT: issue.tool,
-            names.ATTR_AGENT: issue.tool,
+            names.ATTR_HALLUCINATED_AGENT: shown,
+            names.ATTR_AGENT: shown,
             names.ATTR_RETRIES_EXHAUSTED: retries,
             names.ATTR_ERROR_TYPE: str(issue.error_type),
         })
-        self.t.count(names.METRIC_HALLUCINATION_UNRECOVERABLE, agent=issue.tool)
+        self.t.count(names.METRIC_HALLUCINATION_UNRECOVERABLE, agent=shown)
         self.t.log(logging.ERROR, "LLM planner hallucination unrecoverable after retries",
                    request_id=self.request_id, status=STATUS_UNRECOVERABLE, error=error,
                    duration_ms=self.ms(),
-                   **{names.ATTR_HALLUCINATED_AGENT: issue.tool,
-                      names.ATTR_HALLUCINATED_AGENTS: list(result.hallucinated_names),
+                   **{names.ATTR_HALLUCINATED_AGENT: shown,
+                      names.ATTR_HALLUCINATED_AGENTS: [
+                          shown_name(n) for n in result.hallucinated_names],
                       names.ATTR_RETRIES_EXHAUSTED: retries})
 
     @guarded(_skip)

@@ -49,7 +49,7 @@ from ...schemas import names
 from ...schemas.request_ids import storable_request_id
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
 from .allowed_tools import AllowedTools, suggest_tools
-from .findings import PlanErrorType, PlanIssue, PlanValidationResult
+from .findings import PlanErrorType, PlanIssue, PlanValidationResult, shown_name
 from .plan_shapes import PlanStep, find_cycles, parse_plan
 from .suggestions import (
     ABSTENTION,
@@ -79,39 +79,33 @@ PLANNING_TELEMETRY = GuardTelemetry(names.MODULE_PLANNING, OPERATION)
 STATUS_DETECTED = "detected"
 
 
-# Names in messages are cut here: a message must stay readable whatever a model wrote.
-_MAX_SHOWN_NAME = 120
-
-
-def _shown(name: str) -> str:
-    return name if len(name) <= _MAX_SHOWN_NAME else name[:_MAX_SHOWN_NAME] + "…"
 
 
 def _listing(items: Sequence[str], limit: int = 10) -> str:
-    shown = ", ".join(_shown(item) for item in items[:limit])
+    shown = ", ".join(shown_name(item) for item in items[:limit])
     return f"{shown}, … ({len(items) - limit} more)" if len(items) > limit else shown
 
 
 def _unknown_tool_issue(step: PlanStep, catalog: AllowedTools) -> PlanIssue:
     """The finding for a step whose tool is not in the list: an abstention, a
     placeholder, or an invented tool with the closest allowed names."""
-    sid, tool = _shown(step.step_id), step.tool
+    sid, tool = shown_name(step.step_id), step.tool
     allowed = f"{catalog.agent_count} allowed: {_listing(catalog.names)}"
     kind = classify_unknown_name(tool)
     if kind == ABSTENTION:
         return PlanIssue(
             PlanErrorType.ABSTENTION, sid, tool,
-            f"Step '{sid}' answers '{_shown(tool)}', which says no tool applies rather than "
+            f"Step '{sid}' answers '{shown_name(tool)}', which says no tool applies rather than "
             f"naming one ({allowed}). If no allowed tool fits the request, the plan should "
             f"have zero steps.", capability=step.capability)
     if kind == PLACEHOLDER:
         return PlanIssue(
             PlanErrorType.HALLUCINATED_TOOL, sid, tool,
-            f"Step '{sid}' uses '{_shown(tool)}', a placeholder rather than the name of a tool; it "
+            f"Step '{sid}' uses '{shown_name(tool)}', a placeholder rather than the name of a tool; it "
             f"is not in the allowed list ({allowed}).",
             capability=step.capability, placeholder=True)
     suggestions = catalog.suggest(tool, arguments=step.arguments)
-    message = (f"Step '{sid}' uses '{_shown(tool)}', which is not in the allowed list "
+    message = (f"Step '{sid}' uses '{shown_name(tool)}', which is not in the allowed list "
                f"({allowed}).")
     if suggestions:
         message += f" Closest allowed: {', '.join(suggestions)}."
@@ -155,9 +149,10 @@ def report_hallucinations(result: PlanValidationResult, *, request_id: str,
     for issue in first_per_name.values():
         capability = (issue.capability
                       if issue.error_type is PlanErrorType.HALLUCINATED_CAPABILITY else None)
+        shown = None if issue.tool is None else shown_name(issue.tool)
         t.event(names.EVENT_HALLUCINATION_DETECTED, request_id, {
-            names.ATTR_HALLUCINATED_AGENT: issue.tool,
-            names.ATTR_AGENT: issue.tool,
+            names.ATTR_HALLUCINATED_AGENT: shown,
+            names.ATTR_AGENT: shown,
             names.ATTR_HALLUCINATED_CAPABILITY: capability,
             names.ATTR_ALLOWED_AGENT_COUNT: catalog.agent_count,
             names.ATTR_HALL_RETRY: retry,
@@ -165,12 +160,12 @@ def report_hallucinations(result: PlanValidationResult, *, request_id: str,
             names.ATTR_SUGGESTED_TOOLS: list(issue.suggested_tools),
             names.ATTR_ERROR_TYPE: str(issue.error_type),
         })
-        t.count(names.METRIC_HALLUCINATIONS, agent=issue.tool)
-    hallucinated = list(result.hallucinated_names)
+        t.count(names.METRIC_HALLUCINATIONS, agent=shown)
+    hallucinated = [shown_name(name) for name in result.hallucinated_names]
     fields: dict[str, Any] = {
         names.ATTR_HALLUCINATED_AGENT: hallucinated[0] if hallucinated else None,
         names.ATTR_HALLUCINATED_AGENTS: hallucinated,
-        names.ATTR_ALLOWED_AGENTS: list(catalog.names),
+        names.ATTR_ALLOWED_AGENTS: [shown_name(name) for name in catalog.names],
     }
     if retry is not None:
         fields[names.ATTR_HALL_RETRY] = retry

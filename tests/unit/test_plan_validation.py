@@ -793,6 +793,21 @@ def test_validate_plan_emits_its_detection_once_per_invented_name(caplog):
     assert result.hallucinated_names == ("get_wether", "func1")
 
 
+def test_a_huge_invented_name_goes_out_cut_to_a_readable_length(caplog):
+    # A megabyte "name" is checked whole but shipped cut: redacting and exporting all of
+    # it would hold the agent's thread for a second.
+    caplog.set_level(logging.WARNING, logger="guardtrace.planning")
+    huge = "I'm_" * 250_000
+    with capture() as cap:
+        result = validate_plan([{"id": "a", "tool": huge}], WEATHER_TOOLS)
+    assert result.hallucinated_names == (huge,)
+    (event,) = cap.events(names.EVENT_HALLUCINATION_DETECTED)
+    shown = event.attributes[names.ATTR_HALLUCINATED_AGENT]
+    assert shown.endswith("…") and huge.startswith(shown[:-1]) and len(shown) <= 121
+    (warn,) = [r for r in caplog.records if r.name == "guardtrace.planning"]
+    assert warn.guardtrace[names.ATTR_HALLUCINATED_AGENTS] == [shown]
+
+
 def test_validate_plan_emits_nothing_for_valid_plans_abstentions_or_when_told_not_to():
     with capture() as cap:
         validate_plan([{"tool": "get_time"}], WEATHER_TOOLS)
