@@ -1,7 +1,10 @@
 """``guardtrace trace | payload | requests``: what happened to one request, from the shell.
 
 All three read through :mod:`guardtrace.store.queries`, the same functions the
-dashboard uses, so the CLI and the request page always agree.
+dashboard uses, so the CLI and the request page always agree. A request id that breaks
+the request-id rule is a usage error (exit status 2) naming the problem, not a lookup
+that finds nothing. The text format prints stored text through
+:func:`~guardtrace.cli.terminal_text.terminal_safe`; ``--json`` prints it exactly.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..schemas.request_ids import InvalidRequestId, validate_request_id
 from .support import (
     STORE_MODULES,
     CommandError,
@@ -20,17 +24,17 @@ from .support import (
     open_store,
     positive_int,
 )
+from .terminal_text import terminal_safe
 
 __all__ = ["register"]
 
 
-def _request_id(text: str) -> str:
-    from ..store.queries import validate_request_id
-
+def request_id_argument(text: str) -> str:
+    """The argparse type of a request id: a bad one exits 2 with the rule's message."""
     try:
         return validate_request_id(text)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    except InvalidRequestId as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, str]:
@@ -62,14 +66,17 @@ def _attributes_text(attributes: dict[str, str], skip: tuple[str, ...] = ()) -> 
     return " ".join(f"{k}={v}" for k, v in sorted(attributes.items()) if k not in skip)
 
 
+def _listed(values: tuple[str, ...], empty: str = "none") -> str:
+    return ", ".join(values) or empty
+
+
 # -- trace ---------------------------------------------------------------------------------
 def cmd_trace(args: argparse.Namespace) -> int:
     from ..schemas import names
     from ..store.queries import request_trace
 
-    request_id = _request_id(args.request_id)
     client, database = _open(args)
-    request = _lookup(client, database, request_id)
+    request = _lookup(client, database, args.request_id)
     trace = request_trace(client, database, request)
     timeline = trace.timeline()
     if args.json:
@@ -78,20 +85,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
                      "modules": list(request.modules), "agents": list(request.agents),
                      "payload_kinds": list(request.payload_kinds), "timeline": timeline})
         return 0
-    print(f"request {request.request_id}  {request.first_seen:%Y-%m-%d %H:%M:%S.%f} UTC  "
-          f"{len(trace.spans)} span(s), {len(trace.events)} event(s), "
-          f"payloads: {', '.join(request.payload_kinds) or 'none'}")
-    print(f"traces: {', '.join(request.trace_ids) or 'none'}")
+    print(terminal_safe(
+        f"request {request.request_id}  {request.first_seen:%Y-%m-%d %H:%M:%S.%f} UTC  "
+        f"{len(trace.spans)} span(s), {len(trace.events)} event(s), "
+        f"payloads: {_listed(request.payload_kinds)}"))
+    print(terminal_safe(f"traces: {_listed(request.trace_ids)}"))
     start = timeline[0]["time"] if timeline else request.first_seen
     for item in timeline:
         offset_ms = (item["time"] - start).total_seconds() * 1000
         if item["type"] == "span":
-            print(f"{offset_ms:>10.3f} ms  span   {item['name']}  ({item['duration_ms']:.3f} ms, "
-                  f"{item['status']}, {item['service']})")
+            line = (f"span   {item['name']}  ({item['duration_ms']:.3f} ms, {item['status']}, "
+                    f"{item['service']})")
         else:
             attrs = _attributes_text(item["attributes"],
                                      skip=(names.ATTR_REQUEST_ID, names.ATTR_MODULE))
-            print(f"{offset_ms:>10.3f} ms  event  {item['name']}  [{item['module']}]  {attrs}")
+            line = f"event  {item['name']}  [{item['module']}]  {attrs}"
+        print(f"{offset_ms:>10.3f} ms  {terminal_safe(line)}")
     return 0
 
 
@@ -99,15 +108,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_payload(args: argparse.Namespace) -> int:
     from ..store.queries import request_payloads
 
-    request_id = _request_id(args.request_id)
+    request_id = args.request_id
     client, database = _open(args)
     request = _lookup(client, database, request_id)
     payloads = request_payloads(client, database, request_id, kind=args.kind)
     if not payloads:
-        kinds = ", ".join(request.payload_kinds) or "none recorded"
+        kinds = _listed(request.payload_kinds, "none recorded")
         what = f"of kind {args.kind!r} " if args.kind else ""
-        raise CommandError(f"request {request_id!r} has no debug payloads {what}"
-                           f"(kinds stored for it: {kinds})")
+        raise CommandError(terminal_safe(f"request {request_id!r} has no debug payloads "
+                                         f"{what}(kinds stored for it: {kinds})"))
     if args.json:
         _print_json([{"payload_id": p.payload_id, "request_id": p.request_id, "kind": p.kind,
                       "timestamp": p.timestamp, "trace_id": p.trace_id, "span_id": p.span_id,
@@ -125,10 +134,10 @@ def cmd_payload(args: argparse.Namespace) -> int:
                          f"{payload.body_sha256[:16]}…)")
         if not payload.complete:
             marks.append(f"INCOMPLETE ({payload.chunks_present}/{payload.chunk_count} chunks)")
-        print(f"=== {payload.kind}  {payload.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
-              f"{payload.body_bytes:,} bytes  {payload.payload_id}"
-              + (f"  [{'; '.join(marks)}]" if marks else ""))
-        sys.stdout.write(payload.body)
+        print(terminal_safe(f"=== {payload.kind}  {payload.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
+                            f"{payload.body_bytes:,} bytes  {payload.payload_id}"
+                            + (f"  [{'; '.join(marks)}]" if marks else "")))
+        sys.stdout.write(terminal_safe(payload.body, keep_newlines=True))
         sys.stdout.write("\n")
     return 0
 
@@ -148,13 +157,15 @@ def cmd_requests(args: argparse.Namespace) -> int:
                       "payload_kinds": list(r.payload_kinds)} for r in rows])
         return 0
     if not rows:
-        print(f"no requests with outcome {args.outcome!r} in the last {_describe(args.since)}"
-              f"{f' in module {args.module!r}' if args.module else ''}", file=sys.stderr)
+        print(terminal_safe(f"no requests with outcome {args.outcome!r} in the last "
+                            f"{_describe(args.since)}"
+                            f"{f' in module {args.module!r}' if args.module else ''}"),
+              file=sys.stderr)
         return 0
     print(f"{'last seen (UTC)':<20} {'request id':<36} events")
     for row in rows:
         events = ", ".join(name.removeprefix("llm.") for name in row.event_names)
-        print(f"{row.last_seen:%Y-%m-%d %H:%M:%S}  {row.request_id:<36} {events}")
+        print(terminal_safe(f"{row.last_seen:%Y-%m-%d %H:%M:%S}  {row.request_id:<36} {events}"))
     return 0
 
 
@@ -172,7 +183,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("trace", help="a request's spans and events in time order",
                        description="Print the spans and span events of one request on one "
                        "time axis, read through the request-id lookup table.")
-    p.add_argument("request_id", help="the request id (as shown on the dashboard)")
+    p.add_argument("request_id", type=request_id_argument,
+                   help="the request id (as shown on the dashboard)")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_trace, needs=STORE_MODULES)
@@ -181,7 +193,8 @@ def register(sub: Any) -> None:
                        description="Print the debug payloads (full prompt/response, allowed "
                        "tools, ...) of one request, chunks joined, with redaction and "
                        "truncation marks.")
-    p.add_argument("request_id", help="the request id (as shown on the dashboard)")
+    p.add_argument("request_id", type=request_id_argument,
+                   help="the request id (as shown on the dashboard)")
     p.add_argument("--kind", default=None,
                    help="only payloads of this kind (e.g. hallucination_detection)")
     add_store_args(p)

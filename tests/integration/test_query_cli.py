@@ -115,7 +115,7 @@ def test_requests_lists_by_outcome(seeded: dict[str, Any],
     assert code == 0 and "cli-unrecoverable-1" in out and "hallucination_unrecoverable" in out
 
 
-def test_unknown_and_malicious_request_ids_exit_1_with_a_clear_message(
+def test_unknown_ids_exit_1_and_malicious_ones_2_with_a_clear_message(
         seeded: dict[str, Any], pipeline: Pipeline, capsys: pytest.CaptureFixture[str]) -> None:
     for command in ("trace", "payload"):
         code, out, err = run(capsys, command, "no-such-request", *seeded["store"])
@@ -124,8 +124,11 @@ def test_unknown_and_malicious_request_ids_exit_1_with_a_clear_message(
 
     before = pipeline.scalar("SELECT count() FROM {db}.span_events")
     for malicious in ("x' OR '1'='1", "a; DROP TABLE span_events", "id\nwith newline", ""):
-        code, out, err = run(capsys, "trace", malicious, *seeded["store"])
-        assert (code, out) == (1, "")
+        # Not an id at all: a usage error (2), refused before the store is read.
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["trace", malicious, *seeded["store"]])
+        out, err = capsys.readouterr()
+        assert (exited.value.code, out) == (2, "")
         assert "request id" in err
     assert pipeline.scalar("SELECT count() FROM {db}.span_events") == before
 
@@ -135,3 +138,41 @@ def test_queries_on_an_unmigrated_database_say_so(
     code, _, err = run(capsys, "requests", "--clickhouse-url", f"chdb://{chdb_dir}",
                        "--database", "gt_never_migrated")
     assert code == 1 and "not migrated" in err and "guardtrace migrate" in err
+
+
+# What a model may write, and an agent pass on: terminal escapes (clear the screen, set
+# the window title), a carriage return that hides the start of a line, a bidi override.
+HOSTILE_REPLY = "I'm deploying the fix now.\x1b[2J\x1b]0;owned\x07\rall good \u202eok"
+HOSTILE_AGENT = "\x1b[31mred-agent\x1b[0m"
+
+
+@pytest.fixture
+def hostile(pipeline: Pipeline, chdb_dir: Path) -> list[str]:
+    """A fabricated reply, and the reply as a text payload, with terminal control
+    sequences in its text and its agent's name."""
+    collectors.configure(set_global=False, **pipeline.collector_settings())
+    collectors.FabricationGuard().check(HOSTILE_REPLY, [], request_id="cli-hostile-1",
+                                        agent=HOSTILE_AGENT)
+    # A body recorded as text is stored as it is (a JSON body has its escapes already).
+    assert collectors.record_payload("cli-hostile-1", "model_reply", HOSTILE_REPLY)
+    collectors.shutdown()
+    assert pipeline.consume_until_idle().dead_letters == 0
+    return ["--clickhouse-url", f"chdb://{chdb_dir}", "--database", pipeline.database]
+
+
+def test_stored_control_characters_are_printed_as_escapes_and_json_stays_exact(
+        hostile: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("trace", "payload", "requests"):
+        code, out, _ = run(capsys, command, *(["cli-hostile-1"] if command != "requests"
+                                              else ["--outcome", "all"]), *hostile)
+        assert code == 0
+        assert not {"\x1b", "\x07", "\r", "\u202e"} & set(out), (command, out)
+    code, out, _ = run(capsys, "trace", "cli-hostile-1", *hostile)
+    assert "agent=\\x1b[31mred-agent\\x1b[0m" in out
+    code, out, _ = run(capsys, "payload", "cli-hostile-1", *hostile)
+    assert "\\x1b[2J\\x1b]0;owned\\x07\\rall good \\u202eok" in out
+
+    code, out, _ = run(capsys, "payload", "cli-hostile-1", "--json", *hostile)
+    assert HOSTILE_REPLY in [payload["body"] for payload in json.loads(out)]
+    code, out, _ = run(capsys, "trace", "cli-hostile-1", "--json", *hostile)
+    assert json.loads(out)["agents"] == [HOSTILE_AGENT]
