@@ -429,7 +429,7 @@ def result_amounts(result: str) -> list[float]:
 
 def find_misreported_outcomes(reply: str, amounts: Sequence[float],
                               earlier: Sequence[float] = ()) -> list[UngroundedValue]:
-    """Money in sentences that report a write's outcome, which the write's result does
+    """Money in paragraphs that report a write's outcome, which the write's result does
     not bear out.
 
     Args:
@@ -446,7 +446,7 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
     """
     if not amounts:
         return []
-    reports = [sentence for _, sentence in sentences(reply) if _OUTCOME_RE.search(sentence)]
+    reports = _outcome_reports(reply)
     if not reports:
         return []
     keys = {_key(abs(a)) for a in (*amounts, *earlier)}
@@ -478,6 +478,21 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
                       r"\brefund", sentence, re.IGNORECASE)):
                 out.setdefault(text, UngroundedValue("outcome", text))  # refunded, not charged
     return list(out.values())
+
+
+_PARAGRAPH_RE = re.compile(r"\n[ \t]*\n")
+
+
+def _outcome_reports(reply: str) -> list[str]:
+    """The sentences that report what writes did: every sentence of a paragraph that
+    says a write happened ("The reservations have been downgraded ... You will save a
+    total of $7,222"), not only the one with the verb."""
+    reports: list[str] = []
+    for paragraph in _PARAGRAPH_RE.split(reply):
+        parts = [sentence for _, sentence in sentences(paragraph)]
+        if any(_OUTCOME_RE.search(sentence) for sentence in parts):
+            reports += parts
+    return reports
 
 
 def _subset_sums(values: Sequence[float]) -> set[int]:

@@ -35,6 +35,8 @@ CAUGHT = [
     (TAU1 + "t14r0", 28, "ungrounded_result", "'$600 processed' where the update charged 1200"),
     (TAU1 + "t22r0", 22, "ungrounded_result", "'$114 charged' where 114 was refunded"),
     (TAU1 + "t27r3", 38, "ungrounded_result", "'$64 processed' where the update charged 162"),
+    (TAU1 + "t2r3", 34, "ungrounded_result",
+     "'You will save a total of $7,222' in the paragraph reporting the downgrades"),
 ]
 
 QUIET = [
