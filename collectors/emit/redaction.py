@@ -90,8 +90,12 @@ def _keyed_secret(key: str, value: str) -> bool:
     placeholder, not code, not a bare identifier (``{"key": "user_name"}``)."""
     from .secret_shapes import name_is_secret, value_is_secret
 
+    # The key first: it is remembered (names repeat), and most keys name no secret, so
+    # a long value is not stripped and measured for nothing.
+    if not name_is_secret(key):
+        return False
     value = value.strip()
-    if not value or len(value) > 4096 or value.startswith("[REDACTED") or not name_is_secret(key):
+    if not value or len(value) > 4096 or value.startswith("[REDACTED"):
         return False
     return value.split(maxsplit=1)[0] == value and value_is_secret(value, " = ")
 
@@ -277,6 +281,48 @@ class Redactor:
             return body, 0
         counter = [0]
         return self._walk(body, counter, 0), counter[0]
+
+    def redact_attributes(self, attributes: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """Telemetry attributes (of a span, event, link or metric point) as exported.
+
+        Every string value is redacted, and a value under a secret's key whole, as in
+        a structured body (:meth:`redact_structure`); sequences and nested mappings are
+        redacted as bodies are. Top-level keys are kept: they are attribute names from
+        instrumentation code, and renaming one would break what reads it.
+
+        Returns:
+            The redacted copy, or None when no secret was found: the caller keeps the
+            original, and with it what the SDK counts on it (dropped attributes).
+        """
+        if not self.enabled or not attributes:
+            return None
+        out: dict[str, Any] | None = None
+        for key, value in attributes.items():
+            if isinstance(value, str):
+                new, found = self.redact_counted(value)
+                if not found and _keyed_secret(key, value):
+                    new, found = self._marker("secret_assignment"), 1
+            elif isinstance(value, (list, tuple, dict)):
+                new, found = self.redact_structure(value)
+            else:
+                continue
+            if found:
+                if out is None:
+                    out = dict(attributes)
+                out[key] = new
+        return out
+
+    def with_own_memo(self) -> Redactor:
+        """The same rules and switch, with a memo of short texts of its own.
+
+        For another thread with values of its own (the export thread sees every
+        instrumentation's URLs and ids): in one shared memo they would evict the hooks'
+        repeated attribute values, and the hooks would pay for the rules again.
+        """
+        twin = Redactor(rules=self.rules, extra_rules=self.extra_rules, enabled=self.enabled)
+        if self._compiled is not None:
+            object.__setattr__(twin, "_compiled", self._compiled)
+        return twin
 
     def _walk(self, value: Any, counter: list[int], depth: int) -> Any:
         if isinstance(value, str):

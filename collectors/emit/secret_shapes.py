@@ -9,6 +9,7 @@ the value is not code or a placeholder. Everything here runs on one candidate at
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -144,8 +145,20 @@ NOT_SECRET_NAME = re.compile(
 )
 
 
+# Names repeat (attribute keys, body keys): each short one is judged once, in a cache
+# bounded in entries and, through the length cut, in bytes (a body's keys are anyone's).
+_NAME_MEMO_MAX_CHARS = 128
+_NAME_MEMO_ENTRIES = 4096
+
+
 def name_is_secret(name: str) -> bool:
     """``name`` (a variable, key, flag or header) names a secret."""
+    if len(name) > _NAME_MEMO_MAX_CHARS:
+        return _judge_name(name)
+    return _judge_short_name(name)
+
+
+def _judge_name(name: str) -> bool:
     base = name.rsplit(".", 1)[-1].strip("-_")
     low = base.lower()
     if NOT_SECRET_NAME.search(base) and not _STRONG.search(
@@ -159,6 +172,9 @@ def name_is_secret(name: str) -> bool:
     if segs[-1] in _WEAK_SEGMENTS:
         return True
     return len(segs) >= 2 and (segs[-2], segs[-1]) in _ID_PAIR
+
+
+_judge_short_name = functools.lru_cache(maxsize=_NAME_MEMO_ENTRIES)(_judge_name)
 
 
 _PY_LITERAL_VALUE = re.compile(
