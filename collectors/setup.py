@@ -103,6 +103,7 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
 
+    from .emit.export_redaction import redacting_exporters
     from .emit.sdk_limits import CountingBatchSpanProcessor, cardinality_views
     from .export.kafka_producer import LazyProducer
     from .export.payload_sink import KafkaPayloadSink
@@ -128,6 +129,11 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
 
         tracer_provider = meter_provider = None
         if span_exporter is not None and metric_exporter is not None:
+            # Every span and point leaves redacted, whoever recorded it (with set_global,
+            # other instrumentations' too): on the export threads, under the same switch
+            # as payloads (config.redact, through the redactor).
+            span_exporter, metric_exporter = redacting_exporters(
+                span_exporter, metric_exporter, redactor)
             tracer_provider = TracerProvider(resource=resource)
             tracer_provider.add_span_processor(CountingBatchSpanProcessor(span_exporter))
             meter_provider = MeterProvider(
