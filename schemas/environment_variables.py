@@ -108,6 +108,18 @@ DASHBOARD_CLICKHOUSE_URL: Final = EnvVar(
     "the dashboard reads `GUARDTRACE_CLICKHOUSE_URL`.", "pipeline")
 DASHBOARD_PORT: Final = EnvVar("GUARDTRACE_DASHBOARD_PORT", "8501",
                                "Port the dashboard serves on (`up`, `dashboard`).", "pipeline")
+DASHBOARD_TOKEN: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_TOKEN", "",
+    "Shared sign-in token of the dashboard (16 characters or more); with it, or OIDC "
+    "sign-in, the dashboard may serve beyond loopback.", "pipeline")
+DASHBOARD_ALLOWED_EMAILS: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_ALLOWED_EMAILS", "",
+    "E-mail addresses, comma separated, that may sign in to the dashboard with OIDC "
+    "(Streamlit's `[auth]` secrets).", "pipeline")
+DASHBOARD_ALLOWED_DOMAINS: Final = EnvVar(
+    "GUARDTRACE_DASHBOARD_ALLOWED_DOMAINS", "",
+    "E-mail domains, comma separated, whose verified addresses may sign in to the "
+    "dashboard with OIDC.", "pipeline")
 DASHBOARD_TOP_AGENTS: Final = EnvVar(
     "GUARDTRACE_DASHBOARD_TOP_AGENTS", "10",
     "Agents the overview lists by name; the rest are folded into `__other__`.", "pipeline")
@@ -124,7 +136,8 @@ ALL: Final = (
     PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS, CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
     TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
-    DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT,
+    DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT, DASHBOARD_TOKEN, DASHBOARD_ALLOWED_EMAILS,
+    DASHBOARD_ALLOWED_DOMAINS,
 )
 
 
