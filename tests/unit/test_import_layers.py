@@ -22,7 +22,11 @@ READ_SIDE = ("guardtrace.store.queries", "guardtrace.store.request_queries",
 # folder -> module prefixes nothing in it may import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "collectors": ("guardtrace.store", "guardtrace.transport", "guardtrace.consumers",
-                   "guardtrace.dashboard", "guardtrace.cli", "guardtrace.simulator"),
+                   "guardtrace.dashboard", "guardtrace.cli", "guardtrace.simulator",
+                   "guardtrace.integrations"),
+    # Adapters run in the agent's process, on top of the hooks: nothing of the server side.
+    "integrations": ("guardtrace.store", "guardtrace.transport", "guardtrace.consumers",
+                     "guardtrace.dashboard", "guardtrace.cli", "guardtrace.simulator"),
     "transport": READ_SIDE + ("guardtrace.consumers", "guardtrace.store"),
     "consumers": READ_SIDE,
     # The store is below the consumers: they import it, never the reverse.
