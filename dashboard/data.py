@@ -1,7 +1,9 @@
 """What every dashboard page shares: the store connection, the time range, formatting.
 
 Pages call :func:`store` first; when ClickHouse cannot be opened or is not migrated, the
-page says what to do and stops instead of showing a traceback.
+page says what to do and stops instead of showing a traceback. What a visitor sees is
+short; what an operator needs (a settings error, which may quote a URL with its
+password, or an unexpected failure's traceback) goes to the dashboard's log.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import streamlit as st
 from ..schemas import environment_variables as env
 from ..store.access import SchemaNotMigrated, open_migrated
 from ..store.connection import StoreConfig, StoreError, open_client
+from .safe_render import alert, logger
 from .settings import settings
 
 __all__ = ["Store", "TimeRange", "auto_refresh", "empty_state", "format_rate", "minute_frame",
@@ -39,20 +42,29 @@ def store() -> Store:
     """The ClickHouse store, checked to be migrated, or a clear message and ``st.stop()``."""
     try:
         config = settings().store
+    except env.ConfigError as exc:
+        logger.error("the dashboard's settings are unusable: %s", exc)
+        alert("error", "The dashboard's settings are unusable; the problem is named in its "
+              "log.")
+        st.stop()
+    try:
         client = _open(config.url, config.database)
-    except (StoreError, env.ConfigError) as exc:
-        st.error(f"Cannot open ClickHouse: {exc}")
+    except StoreError as exc:
+        # guardtrace's own words: what to do, with the URL's password masked.
+        alert("error", "Cannot open ClickHouse.", str(exc))
         st.stop()
     try:
         # The same check the CLI makes (it writes nothing: a read-only user may run this).
         open_migrated(config, client=client)
     except SchemaNotMigrated as exc:
-        st.warning(f"Database `{exc.database}` is not migrated yet (missing "
-                   f"{exc.missing}). Run `guardtrace migrate`, or start everything with "
-                   "`guardtrace up`.")
+        alert("warning", "The store is not migrated yet. Run `guardtrace migrate`, or start "
+              "everything with `guardtrace up`.",
+              f"database {exc.database}: missing {exc.missing}")
         st.stop()
-    except Exception as exc:  # noqa: BLE001 - shown to the operator, with what to do
-        st.error(f"Cannot read ClickHouse at {config.display_url}: {exc}")
+    except Exception:  # noqa: BLE001 - any failure: logged with its traceback, told briefly
+        logger.exception("cannot read ClickHouse at %s", config.display_url)
+        alert("error", "Cannot read ClickHouse; the reason is in the dashboard's log.",
+              f"ClickHouse at {config.display_url}")
         st.stop()
     return Store(client, config.database, config.display_url)
 

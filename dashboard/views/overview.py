@@ -19,6 +19,7 @@ from guardtrace.dashboard.data import (
     store,
     time_range,
 )
+from guardtrace.dashboard.safe_render import run_page
 from guardtrace.dashboard.settings import settings
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
@@ -67,68 +68,73 @@ def _chart(frame: pd.DataFrame) -> alt.Chart:
     ).properties(height=220)
 
 
-st.title("Overview")
-data = store()
-auto_refresh()
-period = time_range()
-module_options = [ALL_MODULES, *queries.modules(data.client, data.database,
-                                                period.start - period.length)]
-chosen = st.sidebar.selectbox("Module", module_options, key="module")
-module = None if chosen == ALL_MODULES else chosen
+def render() -> None:
+    st.title("Overview")
+    data = store()
+    auto_refresh()
+    period = time_range()
+    module_options = [ALL_MODULES, *queries.modules(data.client, data.database,
+                                                    period.start - period.length)]
+    chosen = st.sidebar.selectbox("Module", module_options, key="module")
+    module = None if chosen == ALL_MODULES else chosen
 
-now_headline = queries.headline_rates(data.client, data.database, period.start, period.end,
-                                      module)
-before = period.previous()
-prev_headline = queries.headline_rates(data.client, data.database, before.start, before.end,
-                                       module)
-totals = queries.event_totals(data.client, data.database, period.start, period.end, module)
-guard_total = sum(totals.get(name, 0) for name in names.GUARD_EVENTS)
+    now_headline = queries.headline_rates(data.client, data.database, period.start, period.end,
+                                          module)
+    before = period.previous()
+    prev_headline = queries.headline_rates(data.client, data.database, before.start, before.end,
+                                           module)
+    totals = queries.event_totals(data.client, data.database, period.start, period.end, module)
+    guard_total = sum(totals.get(name, 0) for name in names.GUARD_EVENTS)
 
-st.caption(f"{period.label.capitalize()} · {chosen} · changes against the {before.label}")
-if guard_total == 0:
-    empty_state("No guard events in this range yet. Instrument an agent with "
-                "`guardtrace.collectors`, or generate traffic: `guardtrace simulate` "
-                "(or `guardtrace up --demo`). Then widen the time range if needed.")
-    st.stop()
+    # The module name is stored text: a text line, not a Markdown caption.
+    st.text(f"{period.label.capitalize()} · {chosen} · changes against the {before.label}")
+    if guard_total == 0:
+        empty_state("No guard events in this range yet. Instrument an agent with "
+                    "`guardtrace.collectors`, or generate traffic: `guardtrace simulate` "
+                    "(or `guardtrace up --demo`). Then widen the time range if needed.")
+        st.stop()
 
-cols = st.columns(4)
-cols[0].metric("Recovery rate", format_rate(now_headline.recovery_rate),
-               rate_delta(now_headline.recovery_rate, prev_headline.recovery_rate),
-               help="recovered / (recovered + unrecoverable) plan hallucinations")
-cols[1].metric("Unrecoverable rate", format_rate(now_headline.unrecoverable_rate),
-               rate_delta(now_headline.unrecoverable_rate, prev_headline.unrecoverable_rate),
-               delta_color="inverse",
-               help="requests whose plan stayed hallucinated after every retry / requests seen")
-cols[2].metric("Hallucinations detected", f"{now_headline.detected:,}",
-               f"{now_headline.detected - prev_headline.detected:+,}", delta_color="inverse")
-cols[3].metric("Requests seen", f"{now_headline.requests:,}",
-               f"{now_headline.requests - prev_headline.requests:+,}", delta_color="off")
+    cols = st.columns(4)
+    cols[0].metric("Recovery rate", format_rate(now_headline.recovery_rate),
+                   rate_delta(now_headline.recovery_rate, prev_headline.recovery_rate),
+                   help="recovered / (recovered + unrecoverable) plan hallucinations")
+    cols[1].metric("Unrecoverable rate", format_rate(now_headline.unrecoverable_rate),
+                   rate_delta(now_headline.unrecoverable_rate, prev_headline.unrecoverable_rate),
+                   delta_color="inverse",
+                   help="requests whose plan stayed hallucinated after every retry / requests seen")
+    cols[2].metric("Hallucinations detected", f"{now_headline.detected:,}",
+                   f"{now_headline.detected - prev_headline.detected:+,}", delta_color="inverse")
+    cols[3].metric("Requests seen", f"{now_headline.requests:,}",
+                   f"{now_headline.requests - prev_headline.requests:+,}", delta_color="off")
 
-rates = queries.event_rates(data.client, data.database, period.start, period.end, module)
-for title, series in CHARTS:
-    st.subheader(f"{title} per minute")
-    frame = minute_frame(_series_rows(rates, series), period.start, period.end,
-                         [label for label, _, _ in series])
-    st.altair_chart(_chart(frame), width="stretch")
+    rates = queries.event_rates(data.client, data.database, period.start, period.end, module)
+    for title, series in CHARTS:
+        st.subheader(f"{title} per minute")
+        frame = minute_frame(_series_rows(rates, series), period.start, period.end,
+                             [label for label, _, _ in series])
+        st.altair_chart(_chart(frame), width="stretch")
 
-st.subheader("Totals in range")
-st.dataframe(pd.DataFrame(
-    [{"event": name, "count": totals.get(name, 0)} for name in names.GUARD_EVENTS]),
-    hide_index=True, key="totals")
+    st.subheader("Totals in range")
+    st.dataframe(pd.DataFrame(
+        [{"event": name, "count": totals.get(name, 0)} for name in names.GUARD_EVENTS]),
+        hide_index=True, key="totals")
 
-st.subheader("Top agents by hallucinations")
-top_n = settings().top_agents
-ranking = queries.top_agents(data.client, data.database, period.start, period.end, module,
-                             top_n=top_n)
-if not ranking.total_agents:
-    empty_state("No hallucinated agents or tools in this range.")
-else:
-    agents = pd.DataFrame(ranking.rows(), columns=["agent", "hallucinations"])
-    st.altair_chart(alt.Chart(agents).mark_bar().encode(
-        x=alt.X("hallucinations:Q"), y=alt.Y("agent:N", sort=None, title=None),
-        tooltip=["agent", "hallucinations"]).properties(height=28 * len(agents) + 20),
-        width="stretch")
-    st.dataframe(agents, hide_index=True, key="top_agents")
-    st.caption(f"{ranking.total_agents:,} distinct agents; the top {len(ranking.top)} are "
-               f"named, {ranking.other_agents:,} beyond the cap of {top_n} are folded into "
-               f"`{names.OVERFLOW_LABEL}` (set {env.DASHBOARD_TOP_AGENTS.name}).")
+    st.subheader("Top agents by hallucinations")
+    top_n = settings().top_agents
+    ranking = queries.top_agents(data.client, data.database, period.start, period.end, module,
+                                 top_n=top_n)
+    if not ranking.total_agents:
+        empty_state("No hallucinated agents or tools in this range.")
+    else:
+        agents = pd.DataFrame(ranking.rows(), columns=["agent", "hallucinations"])
+        st.altair_chart(alt.Chart(agents).mark_bar().encode(
+            x=alt.X("hallucinations:Q"), y=alt.Y("agent:N", sort=None, title=None),
+            tooltip=["agent", "hallucinations"]).properties(height=28 * len(agents) + 20),
+            width="stretch")
+        st.dataframe(agents, hide_index=True, key="top_agents")
+        st.caption(f"{ranking.total_agents:,} distinct agents; the top {len(ranking.top)} are "
+                   f"named, {ranking.other_agents:,} beyond the cap of {top_n} are folded into "
+                   f"`{names.OVERFLOW_LABEL}` (set {env.DASHBOARD_TOP_AGENTS.name}).")
+
+
+run_page(render)

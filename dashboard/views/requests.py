@@ -1,20 +1,25 @@
 """Requests: find one by id, or pick from recent requests with problems; see its trace.
 
 A request page reads the request-id lookup first, then only that request's rows. The
-request id travels in the URL (``/requests?request_id=...``) so a page can be shared.
+request id travels in the URL (``/requests?request_id=...``) so a page can be shared,
+and so can a crafted one: the id, like everything read from the store, is shown as text
+(:mod:`guardtrace.dashboard.safe_render`), never as Markdown.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from guardtrace.dashboard.data import empty_state, store
+from guardtrace.dashboard.data import Store, empty_state, store
+from guardtrace.dashboard.safe_render import alert, literal, run_page
 from guardtrace.schemas import names
+from guardtrace.schemas.request_ids import InvalidRequestId, validate_request_id
 from guardtrace.store import queries
 
 # Bodies longer than this are shown cut (the download button has the whole body).
@@ -22,6 +27,8 @@ SHOWN_BODY_CHARS = 20_000
 LIST_WINDOWS = {"last hour": timedelta(hours=1), "last 24 hours": timedelta(hours=24),
                 "last 7 days": timedelta(days=7)}
 _REDACTION_PREFIX = names.REDACTION_MARKER_FORMAT.split("{")[0]
+# A download's file name is made of stored text: kept to characters every system allows.
+_FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def _timeline_chart(trace: queries.Trace) -> alt.LayerChart | alt.FacetChart:
@@ -68,7 +75,8 @@ def _lane(trace: queries.Trace, event: queries.TraceEvent) -> str:
 
 
 def _show_payload(payload: queries.Payload, index: int) -> None:
-    title = (f"{payload.kind} · {payload.timestamp:%H:%M:%S} · {payload.body_bytes:,} bytes"
+    title = (f"{literal(payload.kind)} · {payload.timestamp:%H:%M:%S} · "
+             f"{payload.body_bytes:,} bytes"
              + (" · redacted" if payload.redactions else "")
              + (" · truncated" if payload.truncated else ""))
     with st.expander(title, expanded=index == 0):
@@ -76,8 +84,8 @@ def _show_payload(payload: queries.Payload, index: int) -> None:
             st.caption(f":material/lock: {payload.redactions} secret(s) were redacted in the agent process "
                        f"before export; they appear as `{_REDACTION_PREFIX}…]`.")
         if payload.truncated:
-            st.warning(f"Truncated at the collector's payload limit: the original body was "
-                       f"{payload.body_bytes:,} bytes (sha256 {payload.body_sha256}).")
+            alert("warning", f"Truncated at the collector's payload limit: the original body "
+                  f"was {payload.body_bytes:,} bytes.", f"sha256 {payload.body_sha256}")
         if not payload.complete:
             st.warning(f"Incomplete: {payload.chunks_present} of {payload.chunk_count} chunks "
                        "have arrived.")
@@ -86,31 +94,34 @@ def _show_payload(payload: queries.Payload, index: int) -> None:
         shown = payload.body[:SHOWN_BODY_CHARS]
         st.code(shown + ("\n…" if len(payload.body) > SHOWN_BODY_CHARS else ""),
                 language="json" if shown.lstrip().startswith(("{", "[")) else None)
+        name = _FILE_NAME_UNSAFE.sub("_", f"{payload.request_id}-{payload.kind}-"
+                                          f"{payload.payload_id[:8]}")
         st.download_button("Download payload", payload.body.encode("utf-8"),
-                           file_name=f"{payload.request_id}-{payload.kind}-"
-                                     f"{payload.payload_id[:8]}.txt",
-                           mime="text/plain", key=f"download-{payload.payload_id}")
+                           file_name=f"{name}.txt", mime="text/plain",
+                           key=f"download-{payload.payload_id}")
 
 
-def show_request(data, request_id: str) -> None:
+def show_request(data: Store, request_id: str) -> None:
     try:
         request = queries.require_request(data.client, data.database, request_id)
     except queries.RequestNotFound:
-        st.warning(f"No request `{request_id}` in `{data.database}`. Ids appear once the "
-                   "consumers have written the request's telemetry; pick one from the list "
-                   "below.")
+        alert("warning", "No request with this id is stored. Ids appear once the consumers "
+              "have written the request's telemetry; pick one from the list below.",
+              f"request id: {request_id}\ndatabase: {data.database}")
         return
     trace = queries.request_trace(data.client, data.database, request)
     payloads = queries.request_payloads(data.client, data.database, request_id)
-    st.subheader(f"Request `{request.request_id}`")
+    st.subheader("Request")
+    st.code(request.request_id, language=None)
     cols = st.columns(4)
     cols[0].metric("Spans", len(trace.spans))
     cols[1].metric("Events", len(trace.events))
     cols[2].metric("Payloads", len(payloads))
     cols[3].metric("Duration", f"{(request.last_seen - request.first_seen).total_seconds() * 1000:,.1f} ms")
-    st.caption(f"first seen {request.first_seen:%Y-%m-%d %H:%M:%S.%f} UTC · modules: "
-               f"{', '.join(request.modules) or '-'} · agents: "
-               f"{', '.join(request.agents) or '-'} · traces: {', '.join(request.trace_ids)}")
+    # Agent names are often the model's own inventions: text, not Markdown.
+    st.text(f"first seen {request.first_seen:%Y-%m-%d %H:%M:%S.%f} UTC · modules: "
+            f"{', '.join(request.modules) or '-'} · agents: "
+            f"{', '.join(request.agents) or '-'} · traces: {', '.join(request.trace_ids)}")
     st.markdown("**Trace timeline** (spans as bars, events as diamonds)")
     if trace.spans or trace.events:
         st.altair_chart(_timeline_chart(trace), width="stretch")
@@ -124,7 +135,7 @@ def show_request(data, request_id: str) -> None:
                                          "attributes"]),
         hide_index=True, key="events")
     for event in trace.events:
-        with st.expander(f"{event.timestamp:%H:%M:%S.%f} {event.name}"):
+        with st.expander(f"{event.timestamp:%H:%M:%S.%f} {literal(event.name)}"):
             st.json(event.attributes)
     st.markdown("**Debug payloads**")
     if not payloads:
@@ -134,7 +145,7 @@ def show_request(data, request_id: str) -> None:
         _show_payload(payload, index)
 
 
-def show_recent(data) -> None:
+def show_recent(data: Store) -> None:
     st.subheader("Recent requests with problems")
     left, right = st.columns(2)
     options = [*queries.OUTCOMES, "all"]
@@ -162,26 +173,30 @@ def _open_picked() -> None:
         st.query_params["request_id"] = st.session_state["open_request"]
 
 
-st.title("Requests")
-data = store()
-request_id = st.query_params.get("request_id", "").strip()
-# Keep the search box showing the id in the URL (opened from the list, or a shared link).
-if st.session_state.get("_shown_request_id") != request_id:
-    st.session_state["request_id_input"] = request_id
-    st.session_state["_shown_request_id"] = request_id
-with st.form("search", border=False):
-    st.text_input("Request id", placeholder="paste a request id, e.g. from a log line",
-                  key="request_id_input")
-    if st.form_submit_button("Search"):
-        request_id = st.session_state["request_id_input"].strip()
-        st.query_params["request_id"] = request_id
+def render() -> None:
+    st.title("Requests")
+    data = store()
+    request_id = st.query_params.get("request_id", "").strip()
+    # Keep the search box showing the id in the URL (opened from the list, or a shared link).
+    if st.session_state.get("_shown_request_id") != request_id:
+        st.session_state["request_id_input"] = request_id
         st.session_state["_shown_request_id"] = request_id
-if request_id:
-    try:
-        request_id = queries.validate_request_id(request_id)
-    except ValueError as exc:
-        st.error(str(exc))
-    else:
-        show_request(data, request_id)
-    st.divider()
-show_recent(data)
+    with st.form("search", border=False):
+        st.text_input("Request id", placeholder="paste a request id, e.g. from a log line",
+                      key="request_id_input")
+        if st.form_submit_button("Search"):
+            request_id = st.session_state["request_id_input"].strip()
+            st.query_params["request_id"] = request_id
+            st.session_state["_shown_request_id"] = request_id
+    if request_id:
+        try:
+            request_id = validate_request_id(request_id)
+        except InvalidRequestId as exc:
+            alert("error", "That is not a request id, so nothing was looked up.", str(exc))
+        else:
+            show_request(data, request_id)
+        st.divider()
+    show_recent(data)
+
+
+run_page(render)
