@@ -110,11 +110,9 @@ class _RedactedLink(Link):
 def redact_span(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
     """``span`` as it may leave the process: itself when it holds no secret, else a
     redacted copy."""
-    changed = False
     name, found = redactor.redact_counted(span.name)
-    changed = changed or found > 0
     attributes = redactor.redact_attributes(span.attributes)
-    changed = changed or attributes is not None
+    changed = found > 0 or attributes is not None
 
     events: list[Event] = []
     for event in span.events:
@@ -216,7 +214,8 @@ class RedactingSpanExporter(SpanExporter):
                 redacted.append(redact_span(span, self._redactor))
             except Exception as exc:  # noqa: BLE001 - fail closed: the span is not sent
                 _redaction_failed("spans", 1, exc)
-        return self._exporter.export(redacted) if redacted else SpanExportResult.SUCCESS
+        result = self._exporter.export(redacted) if redacted else SpanExportResult.SUCCESS
+        return result if len(redacted) == len(spans) else SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self._exporter.force_flush(timeout_millis)
