@@ -20,6 +20,17 @@ a real Tansu broker:
   ``counter.add`` with the same attributes on the same providers. The two are timed
   alternately on the same spans, so load and background export threads hit both alike.
   Target: median at most 1.5x the baseline.
+* export-side redaction: what redacting every span costs the export thread, per span,
+  against the unredacted export as baseline (the same Kafka span exporter, the same
+  batches of 512 spans, timed alternately; the producer is flushed between batches,
+  untimed), and the cost redaction adds: the median of the difference between the two
+  exports of one batch, back to back, which cancels the drift of the load. The spans
+  are another instrumentation's, as an LLM client and an HTTP client record them: a
+  chat span with a 1 KB prompt and a 1 KB completion (one in ten raising an error, so
+  with an exception event; one in twenty quoting an API key), an HTTP span and a tool
+  span. The redaction alone is printed beside it: what a span processor would have
+  cost the agent's thread (the wrapper costs it nothing). No target: the export
+  thread is not the agent's.
 * Kafka unreachable: the same emit path with the collector pointed at a port nothing
   listens on (queues fill, drops are counted). Target: p99 within 2x of the reachable
   case; the hot path never waits for Kafka.
@@ -301,6 +312,99 @@ def bench_emit(bootstrap: str, topics: Any, calls: int, flush: bool) -> dict[str
     return {"emit": summarize_ns(emit_ns), "bare": summarize_ns(bare_ns), "dropped": dropped}
 
 
+EXPORT_BATCH = 512  # the BatchSpanProcessor's default batch
+# Each batch is exported this many times each way (alternating which goes first).
+EXPORT_ROUNDS = 5
+
+
+def _foreign_spans(turns: int) -> list[Any]:
+    """Finished spans of another instrumentation (LLM client, HTTP, tool), three a turn."""
+    import string
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    rng = random.Random(17)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    llm = provider.get_tracer("opentelemetry.instrumentation.openai")
+    http = provider.get_tracer("opentelemetry.instrumentation.httpx")
+    tools = provider.get_tracer("agent.tools")
+    for turn in range(turns):
+        key = "sk-proj-" + "".join(rng.choice(string.ascii_letters + string.digits)
+                                   for _ in range(40))
+        prompt = _reply(rng, 1024, claim=f"Use {key} for this. " if turn % 20 == 0 else "")
+        try:
+            with llm.start_as_current_span("chat gpt-4o") as span:
+                span.set_attributes({
+                    "gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o",
+                    "gen_ai.usage.input_tokens": 250 + turn % 50,
+                    "gen_ai.usage.output_tokens": 240, "gen_ai.prompt.0.role": "user",
+                    "gen_ai.prompt.0.content": prompt,
+                    "gen_ai.completion.0.content": _reply(rng, 1024)})
+                with http.start_as_current_span("POST") as call:
+                    call.set_attributes({"http.request.method": "POST",
+                                         "url.full": "https://api.openai.com/v1/chat/completions",
+                                         "server.address": "api.openai.com",
+                                         "http.response.status_code": 200})
+                if turn % 10 == 0:
+                    raise RuntimeError(f"upstream returned 429 for turn {turn}: rate limited")
+            with tools.start_as_current_span("tool get_reservation_details") as tool:
+                tool.set_attributes({"tool.name": "get_reservation_details",
+                                     "tool.arguments": f'{{"reservation_id": "R{turn:05d}Q"}}'})
+        except RuntimeError:
+            pass
+    return list(memory.get_finished_spans())
+
+
+def bench_export_redaction(bootstrap: str, topics: Any, spans_wanted: int) -> dict[str, Any]:
+    """Per span: the Kafka span export unredacted (baseline) and redacted, timed
+    alternately on the same batches; and the redaction alone."""
+    from guardtrace.collectors.emit.export_redaction import RedactingSpanExporter, redact_span
+    from guardtrace.collectors.emit.redaction import Redactor
+    from guardtrace.collectors.export.kafka_exporters import KafkaSpanExporter
+    from guardtrace.collectors.export.kafka_producer import LazyProducer
+
+    spans = _foreign_spans(max(1, spans_wanted // 3))
+    batches = [spans[i:i + EXPORT_BATCH] for i in range(0, len(spans), EXPORT_BATCH)]
+    producer = LazyProducer(bootstrap, 1_000_000)
+    plain = KafkaSpanExporter(producer, topics.spans)
+    redactor = Redactor()
+    redacting = RedactingSpanExporter(plain, redactor)
+    plain.export(batches[0])  # connect, and warm the encoder and the rules, untimed
+    redacting.export(batches[0])
+    producer.flush(30)
+    clock = time.perf_counter_ns
+    per_span: dict[str, list[float]] = {"plain": [], "redacted": [], "added": [],
+                                        "redaction": []}
+    for round_ in range(EXPORT_ROUNDS):
+        for index, batch in enumerate(batches):
+            order = ("plain", "redacted") if (index + round_) % 2 else ("redacted", "plain")
+            pair: dict[str, float] = {}
+            for case in order:
+                exporter = plain if case == "plain" else redacting
+                started = clock()
+                exporter.export(batch)
+                pair[case] = (clock() - started) / len(batch)
+                per_span[case].append(pair[case])
+                producer.flush(30)  # untimed: the next batch starts with an empty buffer
+            # The same batch, back to back: the difference cancels the drift of the load.
+            per_span["added"].append(pair["redacted"] - pair["plain"])
+            started = clock()
+            for span in batch:
+                redact_span(span, redactor)
+            per_span["redaction"].append((clock() - started) / len(batch))
+    producer.close(5)
+    summary: dict[str, Any] = {
+        case: {"median_us": round(percentile(values, 50) / 1000, 3),
+               "p90_us": round(percentile(values, 90) / 1000, 3), "batches": len(values)}
+        for case, values in per_span.items()}
+    summary["spans"] = len(spans)
+    return summary
+
+
 def bench_import(runs: int) -> dict[str, Any]:
     """Medians, in ms, of importing the hooks (alone, and with every guard family loaded)
     and ``json`` in fresh interpreters, and of starting an interpreter at all
@@ -364,6 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         adversarial = bench_adversarial()
         log("emit path vs bare OTel, Kafka reachable")
         reachable = bench_emit(broker.bootstrap, topics, args.calls, flush=True)
+        log("export-side redaction vs the unredacted span export")
+        export = bench_export_redaction(broker.bootstrap, topics,
+                                        max(3 * EXPORT_BATCH, args.calls // 4))
     log("emit path, Kafka unreachable")
     nowhere = f"127.0.0.1:{free_port()}"
     unreachable = bench_emit(nowhere, topics, args.calls, flush=False)
@@ -380,6 +487,17 @@ def main(argv: list[str] | None = None) -> int:
                  ["call", "median us", "p99 us", "mean us", "calls"], rows)
     report.table("1 MB of adversarial text, worst over 19 constructions (best of 3 each)",
                  ["detector", "seconds"], [[name, s] for name, s in adversarial.items()])
+    redaction_ratio = export["redacted"]["median_us"] / export["plain"]["median_us"]
+    report.table(f"span export per span, microseconds ({export['spans']} foreign spans, "
+                 f"batches of {EXPORT_BATCH}, median over batches)",
+                 ["case", "median us", "p90 us", "batches"],
+                 [["Kafka span export, unredacted (baseline)", *_export_cells(export["plain"])],
+                  ["Kafka span export, redacted (export thread)",
+                   *_export_cells(export["redacted"])],
+                  ["added by redaction (redacted - unredacted, same batch back to back)",
+                   *_export_cells(export["added"])],
+                  ["redaction alone (a span processor's cost to the agent; the wrapper's: 0)",
+                   *_export_cells(export["redaction"])]])
     report.table(f"import, fresh interpreters, median of {imports['runs']}",
                  ["case", "median ms"],
                  [["python -c pass (interpreter start, wall; baseline)",
@@ -400,6 +518,8 @@ def main(argv: list[str] | None = None) -> int:
         "unreachable_vs_reachable_p99": round(p99_ratio, 3),
         "dropped_reachable": reachable["dropped"], "dropped_unreachable": unreachable["dropped"],
         "import": imports,
+        "export_redaction": export,
+        "export_redacted_vs_plain_median": round(redaction_ratio, 3),
     })
     report.target("check_conversation median, 2 KB reply, 20 messages",
                   guards["check_conversation, 2 KB reply, 20 messages"]["median_us"], "<=",
@@ -417,6 +537,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         report.notes.append("--quick size: a smoke run, not the benchmark's figures")
     return report.finish()
+
+
+def _export_cells(summary: dict[str, float]) -> list[Any]:
+    return [summary["median_us"], summary["p90_us"], summary["batches"]]
 
 
 def _cells(summary: dict[str, float]) -> list[Any]:
