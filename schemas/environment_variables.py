@@ -130,6 +130,54 @@ HEALTH_PORT: Final = EnvVar(
     "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes; "
     "0 serves nothing.", "pipeline")
 
+# Transport security: read by schemas/transport_security.py, which every Kafka client and
+# every ClickHouse server connection takes its settings from.
+KAFKA_SECURITY_PROTOCOL: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT",
+    "How Kafka clients connect: `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.", "both")
+KAFKA_SASL_MECHANISM: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SASL_MECHANISM", "",
+    "SASL mechanism with a `SASL_*` protocol: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.",
+    "both")
+KAFKA_SASL_USERNAME: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SASL_USERNAME", "", "SASL user name (required with a `SASL_*` protocol).",
+    "both")
+KAFKA_SASL_PASSWORD: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SASL_PASSWORD", "",
+    "SASL password (required with a `SASL_*` protocol); never printed.", "both")
+KAFKA_SSL_CA_FILE: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SSL_CA_FILE", "",
+    "PEM file of the CAs that sign the brokers' certificates; empty: the system's CAs.", "both")
+KAFKA_SSL_CERT_FILE: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SSL_CERT_FILE", "",
+    "PEM client certificate, for brokers that require one (mutual TLS).", "both")
+KAFKA_SSL_KEY_FILE: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SSL_KEY_FILE", "",
+    "PEM private key of the client certificate; empty: the key is in the certificate file.",
+    "both")
+KAFKA_SSL_KEY_PASSWORD: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SSL_KEY_PASSWORD", "",
+    "Password of an encrypted client key; never printed.", "both")
+KAFKA_SSL_CHECK_HOSTNAME: Final = EnvVar(
+    "GUARDTRACE_KAFKA_SSL_CHECK_HOSTNAME", "true",
+    "Check that a broker's certificate names the host connected to.", "both")
+CLICKHOUSE_TLS_VERIFY: Final = EnvVar(
+    "GUARDTRACE_CLICKHOUSE_TLS_VERIFY", "true",
+    "Verify the certificate of an `https://` ClickHouse server (false: encrypted, but any "
+    "server is trusted).", "pipeline")
+CLICKHOUSE_CA_FILE: Final = EnvVar(
+    "GUARDTRACE_CLICKHOUSE_CA_FILE", "",
+    "PEM file of the CAs that sign the ClickHouse server's certificate; empty: the "
+    "system's CAs.", "pipeline")
+CLICKHOUSE_CLIENT_CERT_FILE: Final = EnvVar(
+    "GUARDTRACE_CLICKHOUSE_CLIENT_CERT_FILE", "",
+    "PEM client certificate for a ClickHouse server that requires one (mutual TLS).",
+    "pipeline")
+CLICKHOUSE_CLIENT_KEY_FILE: Final = EnvVar(
+    "GUARDTRACE_CLICKHOUSE_CLIENT_KEY_FILE", "",
+    "Unencrypted PEM key of the ClickHouse client certificate; empty: the key is in the "
+    "certificate file.", "pipeline")
+
 ALL: Final = (
     KAFKA_BOOTSTRAP, EXPORTER, SERVICE_NAME, SPANS_TOPIC, METRICS_TOPIC, PAYLOADS_TOPIC,
     DEAD_LETTER_TOPIC, MAX_MESSAGE_BYTES, PAYLOAD_LIMIT_BYTES, CAPTURE_PAYLOADS, REDACT,
@@ -137,7 +185,10 @@ ALL: Final = (
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
     TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
     DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT, DASHBOARD_TOKEN, DASHBOARD_ALLOWED_EMAILS,
-    DASHBOARD_ALLOWED_DOMAINS,
+    DASHBOARD_ALLOWED_DOMAINS, KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_MECHANISM,
+    KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE,
+    KAFKA_SSL_KEY_FILE, KAFKA_SSL_KEY_PASSWORD, KAFKA_SSL_CHECK_HOSTNAME, CLICKHOUSE_TLS_VERIFY,
+    CLICKHOUSE_CA_FILE, CLICKHOUSE_CLIENT_CERT_FILE, CLICKHOUSE_CLIENT_KEY_FILE,
 )
 
 

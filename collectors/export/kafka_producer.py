@@ -20,6 +20,8 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from ...schemas.kafka_tls_check import check_tls_handshake
+from ...schemas.transport_security import KafkaSecurity, kafka_connection_settings
 from ..emit.internal import log_rate_limited
 
 __all__ = ["LazyProducer"]
@@ -52,12 +54,17 @@ class LazyProducer:
     Args:
         bootstrap: Comma-separated bootstrap servers.
         max_message_bytes: The producer's max request size.
+        security: TLS and SASL settings (default: read from the environment).
         **overrides: Extra KafkaProducer settings (tests shorten timeouts).
+
+    Raises:
+        ConfigError: a security setting is unusable (checked here, in ``configure``).
     """
 
-    def __init__(self, bootstrap: str, max_message_bytes: int, **overrides: Any) -> None:
+    def __init__(self, bootstrap: str, max_message_bytes: int,
+                 security: KafkaSecurity | None = None, **overrides: Any) -> None:
         settings: dict[str, Any] = {
-            "bootstrap_servers": [s.strip() for s in bootstrap.split(",") if s.strip()],
+            **kafka_connection_settings(bootstrap, security),  # servers, TLS and SASL
             "client_id": "guardtrace-collector",
             "acks": "all",
             "compression_type": "zstd",
@@ -111,6 +118,8 @@ class LazyProducer:
 
     def _connect(self, slot: _Slot, attempt: threading.Event) -> None:
         try:
+            # kafka-python would wait forever on a TLS peer that never answers.
+            check_tls_handshake(slot.settings)
             producer = KafkaProducer(**slot.settings)
         except Exception as exc:  # noqa: BLE001 - any failure means "not now"
             with self._lock:
