@@ -1,8 +1,8 @@
 """The consumer's settings and counters.
 
-:class:`ConsumerConfig` is the Kafka side of one consumer (bootstrap, group, the topic
-set, batch bounds); :class:`ConsumerStats` is what it counted, printed by ``guardtrace
-consume --until-idle`` and served by the health endpoint.
+:class:`ConsumerConfig` is the Kafka side of one consumer (bootstrap, transport security,
+group, the topic set, batch bounds); :class:`ConsumerStats` is what it counted, printed
+by ``guardtrace consume --until-idle`` and served by the health endpoint.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..schemas import environment_variables as env
+from ..schemas.transport_security import KafkaSecurity, kafka_connection_settings
 from ..transport.topics import TopicSet
 
 __all__ = ["MAX_RECORD_BYTES", "ConsumerConfig", "ConsumerStats"]
@@ -37,6 +38,8 @@ class ConsumerConfig:
     # Tansu's first group join takes about half the session timeout; keep it short.
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 2000
+    # TLS and SASL of every client the consumer builds (its own and the dead-letter producer).
+    security: KafkaSecurity = KafkaSecurity()
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None,
@@ -48,6 +51,7 @@ class ConsumerConfig:
             **explicit: Fields of this class; None means "not given".
 
         Raises:
+            ConfigError: a setting is unusable (the message names it).
             TypeError: an unknown keyword argument.
         """
         unknown = set(explicit) - set(cls.__dataclass_fields__)
@@ -67,9 +71,15 @@ class ConsumerConfig:
                                              environ, minimum=0.01),
             batch_max_bytes=env.read_int(env.BATCH_MAX_BYTES, get("batch_max_bytes"), environ,
                                          minimum=1024),
+            security=get("security") or KafkaSecurity.resolve(environ),
             **{k: v for k, v in explicit.items()
                if k in ("session_timeout_ms", "heartbeat_interval_ms") and v is not None},
         )
+
+    def kafka_settings(self) -> dict[str, Any]:
+        """The kafka-python settings every client of this consumer starts from: the
+        bootstrap servers and the transport security."""
+        return kafka_connection_settings(self.bootstrap, self.security)
 
     @property
     def topic_set(self) -> TopicSet:

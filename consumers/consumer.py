@@ -138,7 +138,7 @@ class TelemetryConsumer:
             config.payloads_topic: decode_payload_message,
         }
         settings: dict[str, Any] = {
-            "bootstrap_servers": [s.strip() for s in config.bootstrap.split(",") if s.strip()],
+            **config.kafka_settings(),  # bootstrap servers, TLS and SASL
             "group_id": config.group_id,
             "client_id": "guardtrace-consumer",
             "enable_auto_commit": False,
@@ -153,7 +153,7 @@ class TelemetryConsumer:
         settings.update(consumer_overrides or {})
         self._consumer = KafkaConsumer(**settings)
         self._producer = KafkaProducer(
-            bootstrap_servers=settings["bootstrap_servers"], client_id="guardtrace-dlq",
+            **config.kafka_settings(), client_id="guardtrace-dlq",
             acks="all", linger_ms=5, max_request_size=MAX_RECORD_BYTES + 1024 * 1024)
         self._consumer.subscribe(list(config.topics), listener=_Rebalance(self))
 

@@ -1,9 +1,11 @@
 """One pipeline: its settings resolved once, and the one function that opens it.
 
-A pipeline is a store (ClickHouse URL, database, retention), a Kafka bootstrap, the topic
-set and a consumer group. :class:`PipelineConfig` resolves all of them once, from
-arguments, then ``GUARDTRACE_*`` variables, then defaults, and is passed on explicitly
-from there (to child processes as :meth:`PipelineConfig.environment`).
+A pipeline is a store (ClickHouse URL, database, retention, TLS), a Kafka bootstrap and
+its transport security, the topic set and a consumer group. :class:`PipelineConfig`
+resolves all of them once, from arguments, then ``GUARDTRACE_*`` variables, then
+defaults, and is passed on explicitly from there (to child processes as
+:meth:`PipelineConfig.environment`; passwords and certificate paths stay out of it: a
+child inherits them with the environment they were read from).
 
 :func:`open_pipeline` is what ``guardtrace consume``, ``guardtrace up``, the tests and
 the benchmarks run before consuming: open the store, migrate it (or check that it is
@@ -120,5 +122,6 @@ def open_pipeline(config: PipelineConfig, *, client: Any = None, migrate_store: 
     client = open_client(config.store) if client is None else client
     applied = migrate(client, config.store) if migrate_store else []
     require_schema(client, config.store.database)
-    created = ensure_topics(config.bootstrap, config.topics, partitions=partitions)
+    created = ensure_topics(config.bootstrap, config.topics, partitions=partitions,
+                            security=config.consumer.security)
     return OpenPipeline(config, client, applied, created)

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..schemas.kafka_tls_check import check_tls_handshake
+from ..schemas.transport_security import KafkaSecurity, kafka_connection_settings
 from .kafka_workarounds import true_log_end
 
 __all__ = ["ConsumerLag", "assignment_lag", "read_consumer_lag"]
@@ -39,22 +41,28 @@ def assignment_lag(consumer: Any) -> int:
                for tp in assignment)
 
 
-def read_consumer_lag(bootstrap: str, group: str, topics: Sequence[str]) -> ConsumerLag:
+def read_consumer_lag(bootstrap: str, group: str, topics: Sequence[str],
+                      security: KafkaSecurity | None = None) -> ConsumerLag:
     """Lag of ``group`` on ``topics``: log end offset minus committed offset, per partition.
 
     A partition with records but no committed offset counts from the log start, since a
-    new group reads from the earliest offset. Never raises: a failure is the result's
-    ``error``, for the page to show as is.
+    new group reads from the earliest offset. Never raises: a failure (an unusable
+    security setting included) is the result's ``error``, for the page to show as is.
+
+    Args:
+        security: TLS and SASL of the clients (default: read from the environment).
     """
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
     admin = consumer = None
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="guardtrace-dashboard",
-                                 **_TIMEOUTS)
+        security = KafkaSecurity.resolve() if security is None else security
+        settings = {**kafka_connection_settings(bootstrap, security),
+                    "client_id": "guardtrace-dashboard", **_TIMEOUTS}
+        check_tls_handshake(settings)  # kafka-python would wait forever on a silent TLS peer
+        admin = KafkaAdminClient(**settings)
         committed = admin.list_group_offsets(group).get(group, {})
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                 client_id="guardtrace-dashboard", **_TIMEOUTS)
+        consumer = KafkaConsumer(group_id=None, **settings)
         partitions = [TopicPartition(topic, p) for topic in topics
                       for p in sorted(consumer.partitions_for_topic(topic) or ())]
         ends = consumer.end_offsets(partitions) if partitions else {}
@@ -73,7 +81,7 @@ def read_consumer_lag(bootstrap: str, group: str, topics: Sequence[str]) -> Cons
                          "log end": ends[tp], "lag": max(0, ends[tp] - position)})
         return ConsumerLag(bootstrap, group, sum(r["lag"] for r in rows), rows)
     except Exception as exc:  # noqa: BLE001 - shown on the page, with the address
-        return ConsumerLag(bootstrap, group, error=_describe(exc))
+        return ConsumerLag(bootstrap, group, error=_describe(exc, security))
     finally:
         for client in (consumer, admin):
             if client is not None:
@@ -83,10 +91,14 @@ def read_consumer_lag(bootstrap: str, group: str, topics: Sequence[str]) -> Cons
                     pass
 
 
-def _describe(exc: Exception) -> str:
+def _describe(exc: Exception, security: KafkaSecurity | None) -> str:
     # kafka-python's errors already start with their class name; say it once.
     text, name = str(exc), type(exc).__name__
-    return text if text.startswith(name) else f"{name}: {text}"
+    text = text if text.startswith(name) else f"{name}: {text}"
+    # A TLS or SASL mismatch shows only as a timeout in kafka-python's error: say how.
+    if security is not None and security.protocol != "PLAINTEXT":
+        text += f" (connecting over {security.describe()})"
+    return text
 
 
 def _fetched_log_ends(consumer: Any, positions: dict[Any, int],

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..schemas import environment_variables as env
+from ..schemas.kafka_tls_check import check_tls_handshake
+from ..schemas.transport_security import KafkaSecurity, kafka_connection_settings
 
 __all__ = ["DEFAULT_PARTITIONS", "KafkaUnreachable", "TopicSet", "ensure_topics"]
 
@@ -22,10 +24,18 @@ DEFAULT_PARTITIONS = 4
 
 
 class KafkaUnreachable(RuntimeError):
-    """Kafka refused or did not answer the admin requests that create the topics."""
+    """Kafka refused or did not answer the admin requests that create the topics.
 
-    def __init__(self, bootstrap: str, cause: BaseException) -> None:
-        super().__init__(f"cannot reach Kafka at {bootstrap}: {cause!r}")
+    The message names the address and, when it is not PLAINTEXT, the security protocol
+    (a TLS or SASL mismatch shows only as a timeout in kafka-python's own error).
+    """
+
+    def __init__(self, bootstrap: str, cause: BaseException,
+                 security: KafkaSecurity | None = None) -> None:
+        over = ""
+        if security is not None and security.protocol != "PLAINTEXT":
+            over = f" over {security.describe()}"
+        super().__init__(f"cannot reach Kafka at {bootstrap}{over}: {cause!r}")
         self.bootstrap = bootstrap
 
 
@@ -72,10 +82,15 @@ class TopicSet:
 
 def ensure_topics(bootstrap: str, topics: TopicSet | Iterable[str],
                   partitions: int = DEFAULT_PARTITIONS,
-                  replication_factor: int = 1) -> list[str]:
+                  replication_factor: int = 1,
+                  security: KafkaSecurity | None = None) -> list[str]:
     """Create each topic that does not exist yet; return the ones created.
 
+    Args:
+        security: TLS and SASL of the admin client (default: read from the environment).
+
     Raises:
+        ConfigError: a security setting is unusable (``security`` not given).
         KafkaUnreachable: the broker did not answer (the message names the address).
     """
     from kafka import KafkaAdminClient
@@ -83,11 +98,14 @@ def ensure_topics(bootstrap: str, topics: TopicSet | Iterable[str],
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
     names = topics.all() if isinstance(topics, TopicSet) else tuple(topics)
+    security = KafkaSecurity.resolve() if security is None else security
+    settings = {**kafka_connection_settings(bootstrap, security),
+                "client_id": "guardtrace-admin", "request_timeout_ms": 10_000}
     try:
-        admin = KafkaAdminClient(bootstrap_servers=[s.strip() for s in bootstrap.split(",")],
-                                 client_id="guardtrace-admin", request_timeout_ms=10_000)
+        check_tls_handshake(settings)  # kafka-python would wait forever on a silent TLS peer
+        admin = KafkaAdminClient(**settings)
     except (KafkaError, OSError) as exc:
-        raise KafkaUnreachable(bootstrap, exc) from None
+        raise KafkaUnreachable(bootstrap, exc, security) from None
     try:
         existing = set(admin.list_topics())
         missing = [t for t in dict.fromkeys(names) if t not in existing]
@@ -100,6 +118,6 @@ def ensure_topics(bootstrap: str, topics: TopicSet | Iterable[str],
             logger.info("created topics: %s", ", ".join(missing))
         return missing
     except (KafkaError, OSError) as exc:
-        raise KafkaUnreachable(bootstrap, exc) from None
+        raise KafkaUnreachable(bootstrap, exc, security) from None
     finally:
         admin.close()
