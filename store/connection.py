@@ -2,7 +2,12 @@
 
 ``chdb://DIR`` opens the real ClickHouse engine in this process through
 clickhouse-connect's chDB backend; ``http(s)://user:password@host:port`` talks to a
-server. Everything above this module is the same code for both.
+server, over TLS for ``https`` with the settings of
+:class:`~guardtrace.schemas.transport_security.ClickHouseTLS`. Everything above this
+module is the same code for both.
+
+A URL is printed only masked (:func:`masked_url`), and every error raised here passes
+through the same masking, so no message shows a password, whatever the URL looks like.
 
 clickhouse-connect (and chDB) are imported only when a client is opened: they come with
 the ``server`` extra, and ``guardtrace --help`` or ``scan`` must work without it.
@@ -11,6 +16,7 @@ the ``server`` extra, and ``guardtrace --help`` or ``scan`` must work without it
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -20,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..schemas import environment_variables as env
+from ..schemas.transport_security import MASK, ClickHouseTLS
 
 __all__ = ["SERVER_EXTRA_HINT", "StoreConfig", "StoreError", "StoreLockedError",
            "masked_url", "open_client", "reader_url"]
@@ -28,6 +35,11 @@ __all__ = ["SERVER_EXTRA_HINT", "StoreConfig", "StoreError", "StoreLockedError",
 SERVER_EXTRA_HINT = "pip install 'guardtrace[server]'"
 
 _DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# A query parameter whose value is a secret (password=, pwd=, access_token=, api_key=, ...).
+_SECRET_PARAMETER = re.compile(
+    r"(?i)([?&;][^=&#;]*(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key)[^=&#;]*=)([^&#;]*)")
+
+logger = logging.getLogger("guardtrace.store")
 
 
 class StoreError(RuntimeError):
@@ -40,26 +52,31 @@ class StoreLockedError(StoreError):
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Where the data lives: URL, database, retention."""
+    """Where the data lives: URL, database, retention, and TLS for an https:// server."""
 
     url: str
     database: str
     ttl_events_days: int
     ttl_payloads_days: int
+    tls: ClickHouseTLS = ClickHouseTLS()
 
     @classmethod
     def resolve(cls, url: str | None = None, database: str | None = None,
                 ttl_events_days: int | None = None,
                 ttl_payloads_days: int | None = None,
-                environ: Mapping[str, str] | None = None) -> StoreConfig:
+                environ: Mapping[str, str] | None = None,
+                tls: ClickHouseTLS | None = None) -> StoreConfig:
         """Resolve from arguments, then ``GUARDTRACE_*`` variables, then defaults.
 
         Args:
             environ: Where variables are read (default: this process's environment).
+            tls: TLS settings (default: the ``GUARDTRACE_CLICKHOUSE_*`` TLS variables).
 
         Raises:
-            ConfigError: a database name that is not an identifier, or a URL scheme
-                other than chdb, http or https.
+            ConfigError: a database name that is not an identifier, a URL scheme other
+                than chdb, http or https, a port that is not a number, an unusable TLS
+                setting, or TLS settings with an http:// URL. URLs in the message are
+                masked.
         """
         config = cls(
             url=env.read_str(env.CLICKHOUSE_URL, url, environ),
@@ -68,17 +85,35 @@ class StoreConfig:
                                          minimum=1),
             ttl_payloads_days=env.read_int(env.TTL_PAYLOADS_DAYS, ttl_payloads_days, environ,
                                            minimum=1),
+            tls=ClickHouseTLS.resolve(environ) if tls is None else tls,
         )
         if not _DATABASE_NAME.match(config.database):
             raise env.ConfigError(
                 f"{env.CLICKHOUSE_DATABASE.name} must be a plain identifier "
                 f"(letters, digits, underscore), got {config.database!r}")
-        scheme = urlparse(config.url).scheme
-        if scheme not in ("chdb", "http", "https"):
+        config._check_url()
+        return config
+
+    def _check_url(self) -> None:
+        try:
+            parsed = urlparse(self.url)
+            parsed.port  # noqa: B018 - parsing the port is the check
+        except ValueError:
+            # Not shown, not even masked: what does not parse cannot be told apart from a
+            # password (in http://user:secret, "secret" parses as a port).
+            raise env.ConfigError(
+                f"{env.CLICKHOUSE_URL.name} does not parse as a URL (a port that is not a "
+                "number, or an unclosed [ ]); it is not shown, as it may hold a password"
+            ) from None
+        if parsed.scheme not in ("chdb", "http", "https"):
             raise env.ConfigError(
                 f"{env.CLICKHOUSE_URL.name} must start with chdb://, http:// or https://, "
-                f"got {config.url!r}")
-        return config
+                f"got {self.display_url!r}")
+        if parsed.scheme == "http" and self.tls.configured:
+            # Most likely https:// was meant: the password would travel in clear text.
+            raise env.ConfigError(
+                f"{', '.join(self.tls.setting_names())} apply to https:// URLs, but the "
+                f"ClickHouse URL is {self.display_url}")
 
     @property
     def display_url(self) -> str:
@@ -107,12 +142,55 @@ def reader_url(environ: Mapping[str, str] | None = None) -> str:
 
 
 def masked_url(url: str) -> str:
-    """``url`` with the password (if any) replaced by ``***``."""
-    parsed = urlparse(url)
-    if not parsed.password:
+    """``url`` with every password shown as ``***``, whatever its scheme or shape.
+
+    Masks the password of the user info (``user:***@host``), also where it holds an
+    ``@``, ``/`` or ``?`` that was not percent-encoded or the URL does not parse, and
+    the value of every query parameter named like a secret (``password``, ``passwd``,
+    ``pwd``, ``secret``, ``token``, ``api_key`` or a name containing one of them).
+    """
+    return _SECRET_PARAMETER.sub(rf"\1{MASK}", _mask_user_info(url))
+
+
+def _user_info_end(rest: str) -> int:
+    """Index of the ``@`` that ends the user info in ``rest`` (the URL after ``://``),
+    or -1. The last ``@`` before the path, else the last before the query: a password
+    may hold a ``?`` or ``/`` that was not percent-encoded."""
+    slash = rest.find("/")
+    at = rest.rfind("@", 0, len(rest) if slash < 0 else slash)
+    if at < 0:
+        at = re.split(r"[?#]", rest, maxsplit=1)[0].rfind("@")
+    return at
+
+
+def _mask_user_info(url: str) -> str:
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        scheme, rest = "", url  # user:password@host, without a scheme
+    at = _user_info_end(rest)
+    user, colon, _ = rest[:max(at, 0)].partition(":")
+    if at < 0 or not colon:
         return url
-    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
-    return parsed._replace(netloc=netloc).geturl()
+    return f"{scheme}{separator}{user}:{MASK}{rest[at:]}"
+
+
+def _url_secrets(url: str) -> set[str]:
+    """The secrets ``url`` holds, as written and percent-decoded."""
+    _, separator, rest = url.partition("://")
+    rest = rest if separator else url
+    at = _user_info_end(rest)
+    found = {value for _, value in _SECRET_PARAMETER.findall(url)}
+    if at >= 0:
+        found.add(rest[:at].partition(":")[2])
+    return {form for secret in found if secret for form in (secret, unquote(secret))}
+
+
+def _masked(text: str, url: str) -> str:
+    """``text`` (an error message, which may quote the URL, its password or a client
+    library's rendering of them) with every secret of ``url`` shown as ``***``."""
+    for secret in sorted(_url_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return _SECRET_PARAMETER.sub(rf"\1{MASK}", text)
 
 
 def open_client(config: StoreConfig) -> Any:
@@ -121,7 +199,7 @@ def open_client(config: StoreConfig) -> Any:
     Raises:
         StoreLockedError: the embedded directory is held by another process; the message
             names it and says what to do.
-        StoreError: any other failure to open or reach ClickHouse.
+        StoreError: any other failure to open or reach ClickHouse (passwords masked).
     """
     path = config.embedded_path
     clickhouse_connect = _import_client("clickhouse_connect", config)
@@ -138,21 +216,28 @@ def open_client(config: StoreConfig) -> Any:
                     f"({holder}). chDB allows one process per store directory: stop that "
                     f"process (guardtrace up / consume / dashboard), or set "
                     f"{env.CLICKHOUSE_URL.name}=chdb://<another dir>.") from None
-            raise StoreError(f"Cannot open the embedded ClickHouse store at {path}: {exc}. "
-                             "Note that one process can open only one chdb directory.") from exc
+            raise StoreError(_masked(
+                f"Cannot open the embedded ClickHouse store at {path}: {exc}. Note that one "
+                "process can open only one chdb directory.", config.url)) from exc
     parsed = urlparse(config.url)
+    secure = parsed.scheme == "https"
+    if secure and not config.tls.verify:
+        logger.warning("the certificate of ClickHouse at %s is not verified (%s=false)",
+                       config.display_url, env.CLICKHOUSE_TLS_VERIFY.name)
     try:
         return clickhouse_connect.get_client(
             host=parsed.hostname or "localhost",
-            port=parsed.port or (8443 if parsed.scheme == "https" else 8123),
+            port=parsed.port or (8443 if secure else 8123),
             username=unquote(parsed.username or "default"),
             password=unquote(parsed.password or ""),
-            secure=parsed.scheme == "https",
+            secure=secure,
             connect_timeout=5,
+            **(config.tls.client_settings() if secure else {}),
         )
-    except Exception as exc:
-        raise StoreError(f"Cannot reach ClickHouse at {parsed.hostname}:{parsed.port}: {exc}. "
-                         f"Check {env.CLICKHOUSE_URL.name}.") from exc
+    except Exception as exc:  # noqa: BLE001 - every failure to connect is a StoreError
+        # from None: the cause's own message may quote the password.
+        raise StoreError(_masked(f"Cannot reach ClickHouse at {config.display_url}: {exc}. "
+                                 f"Check {env.CLICKHOUSE_URL.name}.", config.url)) from None
 
 
 def _import_client(module: str, config: StoreConfig) -> Any:
