@@ -16,7 +16,18 @@ Accepted shapes, as plain dicts (JSON) or SDK objects (attribute access):
   name without ``_call``; ``mcp_call`` by ``name``).
 * Anthropic Messages: a message or its ``content`` list (``tool_use``,
   ``server_tool_use`` and ``mcp_tool_use`` blocks by ``name``).
+* Streamed output, collected into a list as it was consumed: OpenAI chat chunks (and the
+  ``chunk`` events of ``chat.completions.stream()``), Responses stream events
+  (``response.output_item.added`` / ``.done`` items, the response of
+  ``response.completed``), Anthropic stream events (``content_block_start`` blocks, the
+  message of ``message_start`` and of the helper's ``message_stop``).
 * A list or tuple of any of these (a turn's messages): the names of all of them.
+
+A stream itself (an OpenAI or Anthropic ``Stream``, a stream helper or its manager, any
+generator or iterator) raises :class:`GuardInputError`: it yields each chunk once, to
+whoever reads it first, so reading it here would take the chunks from the agent, and
+reading it after the agent finds it empty. The message names the stream and says what
+to pass instead (the chunks collected while consuming it, or the final response).
 
 A shape that is recognisably a response or message but holds no tool calls gives ``[]``,
 and so does an unknown mapping or object (a ``tool`` role message, a ``tool_result``
@@ -28,7 +39,7 @@ wrong variable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import GuardInputError
@@ -37,6 +48,16 @@ __all__ = ["tool_names_from_anthropic", "tool_names_from_openai", "tool_names_fi
 
 _ANTHROPIC_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 _OPENAI_NAMED_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
+# Responses API stream events are typed "response.<what>"; the ones naming a tool carry
+# an output `item` (output_item.added / .done) or the whole `response` (completed, ...).
+_RESPONSES_EVENT_PREFIX = "response."
+# The `chat.completions.stream()` helper wraps each raw chunk in an event of this type.
+_CHAT_HELPER_CHUNK_EVENT = "chunk"
+# What to pass instead of a stream, named in the error.
+_INSTEAD_OF_A_STREAM = (
+    "Pass the list of chunks/events you collected while consuming it, or the final "
+    "response (the SDKs' stream helpers give it: get_final_completion(), "
+    "get_final_response(), get_final_message()).")
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -46,11 +67,35 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
+_EXPECTED = "expected a model response, message, content/output list or list of them"
+
+
+def _type_name(obj: Any) -> str:
+    """``openai.Stream``, ``anthropic.MessageStream``, ``generator``: the type as its
+    user knows it (the package, not the private module it lives in)."""
+    kind = type(obj)
+    package = kind.__module__.split(".")[0]
+    return kind.__qualname__ if package == "builtins" else f"{package}.{kind.__qualname__}"
+
+
 def _check_type(obj: Any) -> None:
     if obj is None or isinstance(obj, (str, bytes, bytearray, int, float, complex)):
+        raise GuardInputError(f"{_EXPECTED}, got {type(obj).__name__}")
+    _refuse_stream(obj)
+
+
+def _refuse_stream(obj: Any) -> None:
+    # SDK streams and stream helpers are iterators (sync or async), and so is any
+    # generator; a list or tuple is not (it is read as what it holds).
+    if isinstance(obj, (Iterator, AsyncIterator)):
         raise GuardInputError(
-            "expected a model response, message, content/output list or list of them, "
-            f"got {type(obj).__name__}")
+            f"{_EXPECTED}, got {_type_name(obj)}, a one-shot stream: it yields each "
+            f"chunk once, to whoever reads it first, so reading it here would take the "
+            f"chunks from your code, and it cannot be read twice. {_INSTEAD_OF_A_STREAM}")
+    if type(obj).__name__.endswith("StreamManager"):
+        raise GuardInputError(
+            f"{_EXPECTED}, got {_type_name(obj)}, the manager of a stream that has not "
+            f"started (enter it: `with ... as stream`). {_INSTEAD_OF_A_STREAM}")
 
 
 def _is_sequence(obj: Any) -> bool:
@@ -91,6 +136,27 @@ def _openai_output_item(item: Any, out: list[str]) -> None:
         out.append(kind[: -len("_call")])
 
 
+def _openai_event(obj: Any, kind: Any, out: list[str]) -> bool:
+    """Read a stream event (Responses API, or the chat helper's ``chunk`` event); False
+    when ``obj`` is not one."""
+    if not isinstance(kind, str):
+        return False
+    if kind == _CHAT_HELPER_CHUNK_EVENT:
+        chunk = _get(obj, "chunk")
+        if chunk is not None:
+            _openai(chunk, out)
+        return True
+    if kind.startswith(_RESPONSES_EVENT_PREFIX):
+        item = _get(obj, "item")
+        if item is not None:
+            _openai_output_item(item, out)
+        response = _get(obj, "response")
+        if response is not None:
+            _openai(response, out)
+        return True
+    return False
+
+
 def _openai(obj: Any, out: list[str]) -> None:
     choices = _get(obj, "choices")
     if _is_sequence(choices):
@@ -105,11 +171,14 @@ def _openai(obj: Any, out: list[str]) -> None:
         for item in output:
             _openai_output_item(item, out)
         return
+    kind = _get(obj, "type")
+    if _openai_event(obj, kind, out):
+        return
     message = _get(obj, "message")  # a single choice
     if message is not None and not isinstance(message, str):
         _openai_message(message, out)
         return
-    if _get(obj, "type") is not None:
+    if kind is not None:
         _openai_output_item(obj, out)  # one Responses-API output item
     _openai_message(obj, out)
 
@@ -127,6 +196,16 @@ def _anthropic(obj: Any, out: list[str]) -> None:
         for block in content:
             _anthropic_block(block, out)
         return
+    # Stream events: content_block_start (and the helper's content_block_stop) carry the
+    # block, message_start (and the helper's message_stop) the message.
+    block = _get(obj, "content_block")
+    if block is not None:
+        _anthropic_block(block, out)
+        return
+    message = _get(obj, "message")
+    if message is not None and not isinstance(message, str):
+        _anthropic(message, out)
+        return
     _anthropic_block(obj, out)  # a single content block
 
 
@@ -139,6 +218,7 @@ def _collect(obj: Any, reader: Any) -> list[str]:
         # they hold no tool calls.
         if item is None or isinstance(item, (str, bytes)):
             continue
+        _refuse_stream(item)  # a list of streams is as unreadable as one
         reader(item, out)
     return list(dict.fromkeys(out))
 
@@ -154,7 +234,8 @@ def tool_names_from_openai(response: Any) -> list[str]:
         Distinct tool names in the order they were first called; ``[]`` when none.
 
     Raises:
-        GuardInputError: ``response`` is None, a string, bytes or a number.
+        GuardInputError: ``response`` is None, a string, bytes or a number, or a stream
+            (see the module docstring).
     """
     return _collect(response, _openai)
 
@@ -170,7 +251,8 @@ def tool_names_from_anthropic(message: Any) -> list[str]:
         Distinct tool names in the order they were first used; ``[]`` when none.
 
     Raises:
-        GuardInputError: ``message`` is None, a string, bytes or a number.
+        GuardInputError: ``message`` is None, a string, bytes or a number, or a stream
+            (see the module docstring).
     """
     # A list may hold messages or content blocks: `_anthropic` reads a message's blocks
     # and treats anything without a content list as a block.
@@ -192,7 +274,8 @@ def tool_names_fired(response: Any) -> list[str]:
         Distinct tool names in order of first appearance; ``[]`` when none.
 
     Raises:
-        GuardInputError: ``response`` is None, a string, bytes or a number.
+        GuardInputError: ``response`` is None, a string, bytes or a number, or a stream:
+            the message names it and what to pass instead.
     """
     return list(dict.fromkeys(tool_names_from_openai(response)
                               + tool_names_from_anthropic(response)))

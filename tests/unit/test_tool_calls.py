@@ -1,10 +1,14 @@
-"""Tool-name adapters for OpenAI and Anthropic responses, as dicts and as SDK-like objects."""
+"""Tool-name adapters for OpenAI and Anthropic responses, as dicts and as SDK-like objects,
+and streams: refused with a message saying what to pass, their collected chunks read."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 
 from guardtrace.collectors.errors import GuardInputError
@@ -13,6 +17,12 @@ from guardtrace.collectors.tool_calls import (
     tool_names_fired,
     tool_names_from_anthropic,
     tool_names_from_openai,
+)
+from tests.support.llm_wire import (
+    ScriptedAPI,
+    anthropic_events,
+    chat_chunks,
+    response_events,
 )
 
 NS = SimpleNamespace  # SDK-like objects with attributes
@@ -157,3 +167,120 @@ def test_adapter_output_feeds_the_guard() -> None:
     reply = "I'm deploying the patch now."
     assert guard.check(reply, tool_names_fired(_ns(OPENAI_CHAT))).tiers == ()
     assert guard.check(reply, tool_names_fired(ANTHROPIC_MESSAGE)).tiers == ("action",)
+
+
+# -- streams ------------------------------------------------------------------------------
+# The real SDK clients, answered offline by recorded-shape replies (tests/support/llm_wire.py).
+
+WEATHER_CALL = [("call_Wq1", "get_weather", {"city": "Paris"})]
+ONE_SHOT = r"a one-shot stream.*cannot be read twice.*list of chunks/events"
+
+
+def _openai(api: ScriptedAPI, *, asynchronous: bool = False) -> Any:
+    if asynchronous:
+        return openai.AsyncOpenAI(api_key="sk-test", http_client=api.async_http_client(),
+                                  max_retries=0)
+    return openai.OpenAI(api_key="sk-test", http_client=api.http_client(), max_retries=0)
+
+
+def _anthropic(api: ScriptedAPI) -> Any:
+    return anthropic.Anthropic(api_key="sk-ant-test", http_client=api.http_client(),
+                               max_retries=0)
+
+
+def _chat_stream(api: ScriptedAPI) -> Any:
+    return _openai(api).chat.completions.create(
+        model="gpt-4.1", messages=[{"role": "user", "content": "Paris?"}], stream=True)
+
+
+def test_an_openai_stream_is_refused_and_left_unread() -> None:
+    stream = _chat_stream(ScriptedAPI(chat_chunks(calls=WEATHER_CALL)))
+    with pytest.raises(GuardInputError, match=r"got openai\.Stream, " + ONE_SHOT):
+        tool_names_fired(stream)
+    with pytest.raises(GuardInputError, match=r"openai\.Stream"):
+        tool_names_from_openai([stream])  # inside a list too
+    chunks = list(stream)  # the agent still gets every chunk
+    assert len(chunks) == 5
+    assert tool_names_fired(chunks) == ["get_weather"]
+    assert tool_names_from_openai(tuple(chunks)) == ["get_weather"]
+
+
+def test_an_async_openai_stream_is_refused() -> None:
+    async def run() -> list[Any]:
+        client = _openai(ScriptedAPI(chat_chunks(calls=WEATHER_CALL)), asynchronous=True)
+        stream = await client.chat.completions.create(
+            model="gpt-4.1", messages=[{"role": "user", "content": "Paris?"}], stream=True)
+        with pytest.raises(GuardInputError, match=r"got openai\.AsyncStream, " + ONE_SHOT):
+            tool_names_fired(stream)
+        return [chunk async for chunk in stream]
+
+    assert tool_names_fired(asyncio.run(run())) == ["get_weather"]
+
+
+def test_generators_and_iterators_of_chunks_are_refused() -> None:
+    chunks = list(_chat_stream(ScriptedAPI(chat_chunks(calls=WEATHER_CALL))))
+
+    async def agen() -> Any:
+        for chunk in chunks:
+            yield chunk
+
+    for one_shot, name in [((c for c in chunks), "generator"), (iter(chunks), "list_iterator"),
+                           (agen(), "async_generator")]:
+        with pytest.raises(GuardInputError, match=rf"got {name}, " + ONE_SHOT):
+            tool_names_fired(one_shot)
+
+
+def test_the_chat_stream_helper_its_manager_and_its_events() -> None:
+    client = _openai(ScriptedAPI(chat_chunks(calls=WEATHER_CALL)))
+    manager = client.chat.completions.stream(
+        model="gpt-4.1", messages=[{"role": "user", "content": "Paris?"}],
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {}}}])
+    with pytest.raises(GuardInputError, match=r"ChatCompletionStreamManager.*enter it"):
+        tool_names_fired(manager)
+    with manager as stream:
+        with pytest.raises(GuardInputError, match=r"ChatCompletionStream, " + ONE_SHOT):
+            tool_names_fired(stream)
+        events = list(stream)
+    # The helper's events: each raw chunk comes wrapped in a "chunk" event.
+    assert {event.type for event in events} >= {"chunk", "tool_calls.function.arguments.done"}
+    assert tool_names_fired(events) == ["get_weather"]
+
+
+def test_responses_stream_events_are_read() -> None:
+    stream = _openai(ScriptedAPI(response_events("Checking.", WEATHER_CALL))).responses.create(
+        model="gpt-4.1", input="Paris?", stream=True)
+    with pytest.raises(GuardInputError, match=ONE_SHOT):
+        tool_names_fired(stream)
+    events = list(stream)
+    assert tool_names_from_openai(events) == ["get_weather"]
+    # The item of output_item.added alone names the call, before its arguments arrive.
+    added = [e for e in events if e.type == "response.output_item.added"
+             and e.item.type == "function_call"]
+    assert tool_names_fired(added) == ["get_weather"]
+    completed = [e for e in events if e.type == "response.completed"]
+    assert tool_names_fired(completed) == ["get_weather"]
+    assert tool_names_fired([e for e in events if "text" in e.type]) == []
+
+
+def test_anthropic_stream_events_are_read() -> None:
+    calls = [("toolu_01A", "get_weather", {"city": "Paris"})]
+    client = _anthropic(ScriptedAPI(anthropic_events("Let me look.", calls),
+                                    anthropic_events("Let me look.", calls)))
+    request = {"model": "claude-sonnet-4-6", "max_tokens": 256,
+               "messages": [{"role": "user", "content": "Paris?"}]}
+    stream = client.messages.create(**request, stream=True)
+    with pytest.raises(GuardInputError, match=r"got anthropic\.Stream, " + ONE_SHOT):
+        tool_names_fired(stream)
+    events = list(stream)
+    assert tool_names_from_anthropic(events) == ["get_weather"]
+    assert tool_names_fired(events) == ["get_weather"]
+    assert tool_names_from_openai(events) == []  # the vendors still do not mix
+    starts = [e for e in events if e.type == "content_block_start"]
+    assert tool_names_fired(starts) == ["get_weather"]
+    # The helper: its message_stop event carries the whole message.
+    with client.messages.stream(**request) as helper:
+        with pytest.raises(GuardInputError, match=r"anthropic\.MessageStream, " + ONE_SHOT):
+            tool_names_fired(helper)
+        helper_events = list(helper)
+    stops = [e for e in helper_events if e.type == "message_stop"]
+    assert tool_names_fired(stops) == ["get_weather"]
