@@ -174,6 +174,9 @@ def response_events(content: str | None = None,
             text = item["content"][0]["text"]
             events.append({"type": "response.output_item.added", "output_index": index,
                            "item": {**item, "status": "in_progress", "content": []}})
+            part = {"type": "output_text", "text": "", "annotations": []}
+            events.append({"type": "response.content_part.added", "item_id": item["id"],
+                           "output_index": index, "content_index": 0, "part": part})
             for piece in (text[: len(text) // 2], text[len(text) // 2:]):
                 events.append({"type": "response.output_text.delta", "item_id": item["id"],
                                "output_index": index, "content_index": 0, "delta": piece,
@@ -181,6 +184,9 @@ def response_events(content: str | None = None,
             events.append({"type": "response.output_text.done", "item_id": item["id"],
                            "output_index": index, "content_index": 0, "text": text,
                            "logprobs": []})
+            events.append({"type": "response.content_part.done", "item_id": item["id"],
+                           "output_index": index, "content_index": 0,
+                           "part": {**part, "text": text}})
         else:
             events.append({"type": "response.output_item.added", "output_index": index,
                            "item": {**item, "status": "in_progress", "arguments": ""}})
