@@ -26,7 +26,8 @@ from .transport_security import TLS_PROTOCOLS, kafka_ssl_context
 
 __all__ = ["KafkaTLSError", "check_tls_handshake"]
 
-# kafka-python's own default bootstrap_timeout_ms, for settings that do not name one.
+# For settings that name no bootstrap_timeout_ms (kafka-python's default is 30 s): a TLS
+# handshake takes milliseconds, and a command should not look hung for half a minute.
 _DEFAULT_TIMEOUT_S = 10.0
 
 

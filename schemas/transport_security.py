@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -113,7 +113,7 @@ def _require_file(var: env.EnvVar, path: str | None) -> None:
         raise env.ConfigError(f"{var.name} names {path}, which this process cannot read")
 
 
-def _refuse_set(settings: list[tuple[env.EnvVar, object]], reason: str) -> None:
+def _refuse_set(settings: Sequence[tuple[env.EnvVar, object]], reason: str) -> None:
     """A setting the protocol would ignore is an error: say which and why."""
     for var, value in settings:
         if value:

@@ -52,14 +52,22 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 class EmbeddedBroker:
     """A Tansu broker on 127.0.0.1:``port`` with in-memory storage.
 
+    Tansu speaks PLAINTEXT only here: 0.6.0 cannot enable its TLS listener (its ``--cert``
+    and ``--key`` options exclude each other), and its SASL needs users that its ``user``
+    command cannot create once authentication is on, with in-memory storage.
+
     Args:
         port: TCP port to listen on.
         log_path: Where the broker's own output goes (default: discarded).
+        advertised_port: Port on 127.0.0.1 that the broker tells clients to connect to
+            (default: ``port``); a proxy in front of it (the TLS tests) listens there.
     """
 
-    def __init__(self, port: int = 9092, log_path: Path | None = None) -> None:
+    def __init__(self, port: int = 9092, log_path: Path | None = None,
+                 advertised_port: int | None = None) -> None:
         self.port = port
         self.log_path = log_path
+        self.advertised_port = port if advertised_port is None else advertised_port
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -78,10 +86,11 @@ class EmbeddedBroker:
                 f"Use that broker via GUARDTRACE_KAFKA_BOOTSTRAP=127.0.0.1:{self.port}, "
                 f"stop it, or pick another port with --port.")
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self._process = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+             "--advertised-listener-url", advertised, "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             # Its own session: a terminal's Ctrl-C (SIGINT to the whole foreground group)
             # must reach only the owner, which stops the broker last, after its clients
