@@ -1,0 +1,484 @@
+"""Guard a LangChain or LangGraph agent: observe with a callback handler, act with a
+guarded chat model.
+
+Observe (the guards judge every model call, nothing in the chain changes)::
+
+    from guardtrace.integrations.langchain import GuardtraceCallbackHandler
+    app.invoke(inputs, config={"callbacks": [GuardtraceCallbackHandler(agent="travel")]})
+
+Act (a hallucinated tool call is retried with feedback before any tool runs, and a
+fabricated or looping reply reaches the user with its disclaimer)::
+
+    from guardtrace.integrations.langchain import GuardedChatModel
+    app = create_react_agent(GuardedChatModel(ChatOpenAI(model="gpt-4.1")), tools)
+
+Why two pieces: a LangChain callback sees every model call but cannot change a reply,
+so acting needs a runnable in the model's place. :class:`GuardedChatModel` is one (it
+binds tools like a chat model, so LangGraph's ``create_react_agent`` and hand-built
+graphs take it as their model); LangGraph's ``post_model_hook`` could annotate too, but
+not retry the call, and LangChain's agent middleware lives in the ``langchain`` package,
+which this extra does not install. Use both pieces together: the handler then only
+records the exchanges (calls the wrapper made are tagged, and the wrapper judges them),
+and it lends the wrapper its request ids, one per top-level run.
+
+Request ids: ``metadata={"request_id": ...}`` in the run's config when given, else the
+current OpenTelemetry trace id (run inside your request's span and the guard events
+join its trace), else the id of the top-level LangChain run the handler saw start.
+
+Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) has no hook here:
+a LangChain runnable sees one model call, not the loop. See :data:`VERIFICATION_HOWTO`.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+try:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.language_models import LanguageModelInput
+    from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
+    from langchain_core.outputs import LLMResult
+    from langchain_core.prompt_values import PromptValue
+    from langchain_core.runnables import Runnable, RunnableConfig
+    from langchain_core.runnables.config import ensure_config, merge_configs
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+except ImportError:
+    # Not installed: one clear error naming the extra. Installed but broken: as raised.
+    from ._sdk import import_sdk
+
+    import_sdk("langchain_core", "langchain")
+    raise
+from opentelemetry import trace
+
+from ..collectors.emit.internal import count_hook_error
+from ..collectors.emit.telemetry import guarded
+from ..collectors.plans.validation import validate_plan
+from ..collectors.replies.fabrication import FabricationGuard
+from ..collectors.tool_catalog import read_tool_specs
+from ..schemas import names
+from ._exchange import Exchange, ExchangeGuard, last_user_text
+from ._messages import (
+    DISCLAIMERS_KEY,
+    from_langchain,
+    text_of,
+    with_disclaimers,
+)
+from ._tool_feedback import TOOL_CALL_NOTE
+from ._tool_retry import retry_async, retry_sync, tool_retry
+
+__all__ = ["GUARDED_TAG", "VERIFICATION_HOWTO", "GuardedChatModel",
+           "GuardtraceCallbackHandler"]
+
+#: The tag on model calls a :class:`GuardedChatModel` makes: the handler leaves judging
+#: them to the wrapper, so nothing is reported twice.
+GUARDED_TAG = "guardtrace:guarded"
+#: The ``metadata`` key of a run's config that sets its request id.
+REQUEST_ID_KEY = names.ATTR_REQUEST_ID
+# LangGraph puts a checkpointed run's thread id in the metadata: the conversation.
+_THREAD_ID_KEY = "thread_id"
+#: The ``api`` attribute of the exchanges this adapter records.
+API = "langchain"
+
+VERIFICATION_HOWTO = """\
+Forced verification in LangChain/LangGraph. A runnable sees one model call, not the
+loop, so the loop is yours to write; the hooks supply the decision and the texts:
+
+    with VerificationLoop(question, agent="helpdesk") as loop:  # the gate decides
+        tools = [*tools, reason_tool]                    # a @tool named "reason"
+        by_name = {t.name: t for t in tools}
+        model = GuardedChatModel(chat_model).bind_tools(tools)
+        while True:
+            reply = model.invoke(messages)
+            action = loop.on_model_turn(wants_to_finish=not reply.tool_calls)
+            if action.kind is TurnActionKind.FINISH:
+                break
+            if action.kind is TurnActionKind.NUDGE:      # answered before verifying
+                messages.append(HumanMessage(action.message))
+                continue
+            messages.append(reply)
+            for call in reply.tool_calls:
+                loop.on_tool_call(call["name"])
+                messages.append(by_name[call["name"]].invoke(call))  # a ToolMessage
+
+The reason tool runs reason_messages(question) on a model of your choice. In a graph,
+the same calls go in your own nodes: on_model_turn in the router after the model node
+(route a NUDGE back to the model with action.message appended), on_tool_call where the
+tools run, and close() when the graph ends.
+"""
+
+
+def _current_trace_id() -> str | None:
+    context = trace.get_current_span().get_span_context()
+    return f"{context.trace_id:032x}" if context.is_valid else None
+
+
+def _explicit_request_id(metadata: Mapping[str, Any] | None) -> str | None:
+    value = (metadata or {}).get(REQUEST_ID_KEY)
+    return value if isinstance(value, str) and value else None
+
+
+def _openai_tool(tool: Any) -> Any:
+    try:
+        return convert_to_openai_tool(tool)
+    except Exception:  # noqa: BLE001 - a shape LangChain cannot convert is read as given
+        return tool
+
+
+def tool_catalog(tools: Any) -> list[Any]:
+    """Tools in every form LangChain binds (``BaseTool``, functions, pydantic classes,
+    dicts) as OpenAI tool definitions, the shape the guards read."""
+    if tools is None:
+        return []
+    return [_openai_tool(tool) for tool in tools]
+
+
+def _bound_tools(model: Any) -> list[Any]:
+    # model.bind_tools(...) is a RunnableBinding whose kwargs carry the tools.
+    kwargs = getattr(model, "kwargs", None)
+    if isinstance(kwargs, Mapping) and kwargs.get("tools"):
+        return tool_catalog(kwargs["tools"])
+    return []
+
+
+def _as_messages(model_input: Any) -> list[BaseMessage]:
+    if isinstance(model_input, PromptValue):
+        return model_input.to_messages()
+    if isinstance(model_input, str):
+        return [HumanMessage(content=model_input)]
+    return convert_to_messages(model_input)
+
+
+def _is_ai(message: Any) -> bool:
+    return getattr(message, "type", None) in ("ai", "AIMessageChunk")
+
+
+def _tool_calls(message: Any) -> list[Any]:
+    return list(getattr(message, "tool_calls", None) or ()) if _is_ai(message) else []
+
+
+def _exchange(messages: Sequence[BaseMessage], reply: Any, tools: list[Any],
+              model: str | None) -> Exchange:
+    conversation = from_langchain([*messages, reply])
+    return Exchange(
+        api=API, model=model, tools=tools or None, conversation=conversation,
+        reply=reply, reply_text=text_of(getattr(reply, "content", None)),
+        request={"messages": conversation[:-1], "tools": _tool_names(tools)})
+
+
+def _tool_names(tools: Sequence[Any]) -> list[str]:
+    return [spec.name for spec in read_tool_specs(tools)] if tools else []
+
+
+def _skip(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+# --- observing ---------------------------------------------------------------------------
+
+@dataclass
+class _ModelCall:
+    messages: list[BaseMessage]
+    tools: list[Any]
+    request_id: str
+    channel: str | None
+    guarded: bool
+    model: str | None
+
+
+class GuardtraceCallbackHandler(BaseCallbackHandler):
+    """Judges every chat model call of a chain or graph, and records it.
+
+    When a chat model returns, it checks the reply's tool calls against the tools the
+    model was given (``llm.hallucination_detected`` for a tool it was not given), judges
+    the reply within the conversation it answered (fabrication and loop tiers,
+    ``llm.fabrication_detected``) and records the exchange as an ``llm_exchange``
+    payload. It changes nothing in the chain (see :class:`GuardedChatModel` to act) and
+    never raises into it.
+
+    Args:
+        tools: The tool catalog, when the model is not given its tools through
+            ``bind_tools`` (those are read from each call). None: only bound tools.
+        agent: The ``agent`` label of the guard telemetry.
+        channel: The conversation's id in telemetry; LangGraph's ``thread_id`` when None.
+        guard: The fabrication guard to use (its detector sets tool kinds, tiers and
+            disclaimers); a default one when None.
+        record_exchanges: Record each call's messages and reply as a payload.
+    """
+
+    # Run on the caller's thread even in async code: the checks take milliseconds, and
+    # there the caller's OpenTelemetry span is current, so events join its trace.
+    run_inline = True
+
+    def __init__(self, *, tools: Any = None, agent: str | None = None,
+                 channel: str | None = None, guard: FabricationGuard | None = None,
+                 record_exchanges: bool = True) -> None:
+        self.tools = tool_catalog(tools)
+        self.agent = agent
+        self.channel = channel
+        self.checks = ExchangeGuard(agent=agent, guard=guard, record_exchanges=record_exchanges)
+        self._lock = threading.Lock()
+        self._roots: dict[UUID, UUID] = {}
+        self._request_ids: dict[UUID, str] = {}
+        self._calls: dict[UUID, _ModelCall] = {}
+
+    # -- which top-level run a run belongs to ---------------------------------------------
+    def _enter(self, run_id: UUID, parent_run_id: UUID | None,
+               metadata: Mapping[str, Any] | None = None) -> None:
+        with self._lock:
+            root = self._roots.get(parent_run_id, parent_run_id) if parent_run_id else run_id
+            self._roots[run_id] = root
+            if root == run_id:
+                self._request_ids[run_id] = (_explicit_request_id(metadata)
+                                             or _current_trace_id() or run_id.hex)
+
+    def _leave(self, run_id: UUID) -> None:
+        with self._lock:
+            if self._roots.pop(run_id, None) == run_id:
+                self._request_ids.pop(run_id, None)
+
+    def request_id_for(self, run_id: UUID | None) -> str | None:
+        """The request id of the top-level run that ``run_id`` belongs to, if it is open."""
+        if run_id is None:
+            return None
+        with self._lock:
+            root = self._roots.get(run_id)
+            return None if root is None else self._request_ids.get(root)
+
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *,
+                       run_id: UUID, parent_run_id: UUID | None = None,
+                       metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._enter(run_id, parent_run_id, metadata)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id)
+
+    def on_tool_start(self, serialized: dict[str, Any] | None, input_str: str, *,
+                      run_id: UUID, parent_run_id: UUID | None = None,
+                      metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._enter(run_id, parent_run_id, metadata)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._leave(run_id)
+
+    # -- chat model calls -------------------------------------------------------------------
+    @guarded(_skip)
+    def on_chat_model_start(self, serialized: dict[str, Any] | None,
+                            messages: list[list[BaseMessage]], *, run_id: UUID,
+                            parent_run_id: UUID | None = None, tags: list[str] | None = None,
+                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._enter(run_id, parent_run_id, metadata)
+        params = kwargs.get("invocation_params")
+        bound = tool_catalog(params.get("tools")) if isinstance(params, Mapping) else []
+        thread = (metadata or {}).get(_THREAD_ID_KEY)
+        call = _ModelCall(
+            messages=list(messages[0]) if messages else [],
+            tools=bound or self.tools,
+            request_id=(_explicit_request_id(metadata) or _current_trace_id()
+                        or self.request_id_for(run_id) or run_id.hex),
+            channel=self.channel or (str(thread) if thread is not None else None),
+            guarded=GUARDED_TAG in (tags or ()),
+            model=kwargs.get("name") or (serialized or {}).get("name"))
+        with self._lock:
+            self._calls[run_id] = call
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            call = self._calls.pop(run_id, None)
+        self._leave(run_id)
+        if call is not None:
+            self._judge(call, response)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._calls.pop(run_id, None)
+        self._leave(run_id)
+
+    @guarded(_skip)
+    def _judge(self, call: _ModelCall, response: LLMResult) -> None:
+        generations = response.generations[0] if response.generations else []
+        reply = getattr(generations[0], "message", None) if generations else None
+        if reply is None or not _is_ai(reply):
+            return
+        exchange = _exchange(call.messages, reply, call.tools, call.model)
+        if not call.guarded:  # a GuardedChatModel judges its own calls
+            self.checks.check_tools(exchange, call.request_id)
+            if exchange.reply_text.strip():
+                self.checks.guard.check_conversation(
+                    exchange.conversation, exchange.tools, channel=call.channel,
+                    request_id=call.request_id, agent=self.agent)
+        self.checks.record(exchange, call.request_id)
+
+
+# --- acting --------------------------------------------------------------------------------
+
+def _feedback_message(feedback: str) -> HumanMessage:
+    # Last, as the user's: every chat model accepts a user message there (a system
+    # message after the first is refused by some), and the rejected reply is not sent
+    # back, since its calls have no results, which providers refuse.
+    return HumanMessage(content=f"{feedback}\n\n{TOOL_CALL_NOTE}")
+
+
+class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
+    """A chat model that retries hallucinated tool calls and annotates fabricated replies.
+
+    Use it where the chat model goes (``create_react_agent(GuardedChatModel(llm),
+    tools)``, ``prompt | GuardedChatModel(llm)``). On each call:
+
+    1. A reply calling a tool the model was not given is not returned: the model is
+       asked again, at most ``tool_retries`` times, with the plan retry's feedback (each
+       invented tool, the closest allowed names, the allowed list) as a user message
+       after the conversation, and the plan retry's events are emitted
+       (``llm.hallucination_detected``, ``..._regeneration_complete``, then
+       ``..._recovered`` or ``..._unrecoverable``). When retries run out, or a retry
+       fails, the last reply is returned as it is: LangGraph's ``ToolNode`` answers the
+       call with an error the model reads.
+    2. A reply with text is judged within its conversation (fabrication and loop tiers,
+       ``llm.fabrication_detected``); when flagged, the returned message carries the
+       inline disclaimer after the model's text (and the disclaimers under
+       ``response_metadata["guardtrace_disclaimers"]``).
+
+    An error of the model's own first call is raised as it would be without the
+    wrapper; nothing the guards do raises. Streaming yields the final message whole.
+    ``with_structured_output`` is the wrapped model's business: call it on the model.
+
+    Args:
+        model: The chat model (or any runnable returning an ``AIMessage``).
+        tools: The tools the model is given; read from ``bind_tools`` (this wrapper's or
+            the model's) when None. Without tools, step 1 is skipped.
+        agent: The ``agent`` label of the guard telemetry.
+        channel: The conversation's id in telemetry.
+        guard: The fabrication guard (tool kinds, tiers, disclaimers); default when None.
+        tool_retries: How many times a hallucinated tool call is asked for again (0:
+            report only).
+        annotate: Append the disclaimer to a flagged reply (False: only report it).
+
+    Raises:
+        ValueError: ``tool_retries`` is below 0.
+    """
+
+    def __init__(self, model: Runnable[Any, Any], *, tools: Any = None,
+                 agent: str | None = None, channel: str | None = None,
+                 guard: FabricationGuard | None = None, tool_retries: int = 1,
+                 annotate: bool = True) -> None:
+        if tool_retries < 0:
+            raise ValueError(f"tool_retries must be 0 or more, got {tool_retries}")
+        self.model = model
+        self.tools = tool_catalog(tools) if tools is not None else _bound_tools(model)
+        self.agent = agent
+        self.channel = channel
+        self.guard = guard or FabricationGuard()
+        self.tool_retries = tool_retries
+        self.annotate = annotate
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GuardedChatModel:
+        """The wrapped model with ``tools`` bound, guarded against exactly those tools."""
+        bind = getattr(self.model, "bind_tools", None)
+        model = bind(tools, **kwargs) if callable(bind) else self.model.bind(tools=tools, **kwargs)
+        return GuardedChatModel(model, tools=tools, agent=self.agent, channel=self.channel,
+                                guard=self.guard, tool_retries=self.tool_retries,
+                                annotate=self.annotate)
+
+    def invoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
+               **kwargs: Any) -> BaseMessage:
+        config, request_id = _guarded_config(config)
+        reply = self.model.invoke(input, config, **kwargs)
+        messages = _as_messages(input)
+        catalog = self._catalog(kwargs)
+        if self._hallucinates(reply, catalog):
+            try:
+                reply = retry_sync(
+                    self._retry_loop(messages, reply, catalog, request_id),
+                    lambda feedback: self.model.invoke(
+                        [*messages, _feedback_message(feedback)], config, **kwargs))
+            except Exception as exc:  # noqa: BLE001 - the reply in hand is still good to give
+                count_hook_error("integrations.langchain.retry", exc)
+        return self._judge(messages, reply, catalog, request_id)
+
+    async def ainvoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
+                      **kwargs: Any) -> BaseMessage:
+        config, request_id = _guarded_config(config)
+        reply = await self.model.ainvoke(input, config, **kwargs)
+        messages = _as_messages(input)
+        catalog = self._catalog(kwargs)
+        if self._hallucinates(reply, catalog):
+            retry: Callable[[str], Awaitable[Any]] = lambda feedback: self.model.ainvoke(  # noqa: E731
+                [*messages, _feedback_message(feedback)], config, **kwargs)
+            try:
+                reply = await retry_async(
+                    self._retry_loop(messages, reply, catalog, request_id), retry)
+            except Exception as exc:  # noqa: BLE001 - the reply in hand is still good to give
+                count_hook_error("integrations.langchain.retry", exc)
+        return self._judge(messages, reply, catalog, request_id)
+
+    def _catalog(self, kwargs: Mapping[str, Any]) -> list[Any]:
+        # .bind(tools=...) on this wrapper passes them with each call.
+        return tool_catalog(kwargs["tools"]) if kwargs.get("tools") else self.tools
+
+    @guarded(lambda *_args, **_kwargs: False)
+    def _hallucinates(self, reply: Any, catalog: list[Any]) -> bool:
+        if not (catalog and _tool_calls(reply)):
+            return False
+        return bool(validate_plan(reply, catalog, emit=False).hallucinations)
+
+    def _retry_loop(self, messages: list[BaseMessage], reply: Any, catalog: list[Any],
+                    request_id: str) -> Any:
+        return tool_retry(reply, catalog, budget=self.tool_retries, request_id=request_id,
+                          request_text=last_user_text(from_langchain(messages)))
+
+    @guarded(lambda _self, _messages, reply, *_args, **_kwargs: reply)
+    def _judge(self, messages: list[BaseMessage], reply: Any, catalog: list[Any],
+               request_id: str) -> Any:
+        if not _is_ai(reply) or not text_of(reply.content).strip():
+            return reply
+        conversation = from_langchain([*messages, reply])
+        verdict = self.guard.check_conversation(conversation, catalog or None,
+                                                channel=self.channel,
+                                                request_id=request_id, agent=self.agent)
+        if not (self.annotate and verdict.flagged
+                and verdict.msg_index == len(conversation) - 1):
+            return reply
+        return reply.model_copy(update={
+            "content": with_disclaimers(reply.content, verdict),
+            "response_metadata": {**reply.response_metadata,
+                                  DISCLAIMERS_KEY: list(verdict.disclaimers)},
+        })
+
+
+def _request_id(config: RunnableConfig) -> str:
+    """The run's request id: given in metadata, the current trace's, the handler's for
+    the top-level run, or a new one."""
+    explicit = _explicit_request_id(config.get("metadata"))
+    if explicit or (explicit := _current_trace_id()):
+        return explicit
+    callbacks = config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    parent = getattr(callbacks, "parent_run_id", None)
+    for handler in handlers if isinstance(handlers, list) else ():
+        if isinstance(handler, GuardtraceCallbackHandler):
+            found = handler.request_id_for(parent)
+            if found:
+                return found
+    return uuid.uuid4().hex
+
+
+def _guarded_config(config: RunnableConfig | None) -> tuple[RunnableConfig, str]:
+    """The config of the wrapped model's calls, and the request id they share.
+
+    The calls are tagged (the handler leaves judging them to the wrapper) and carry the
+    request id in their metadata, so the handler files their exchanges under it too.
+    """
+    config = ensure_config(config)
+    request_id = _request_id(config)
+    return merge_configs(config, {"tags": [GUARDED_TAG],
+                                  "metadata": {REQUEST_ID_KEY: request_id}}), request_id

@@ -1,0 +1,374 @@
+"""The LangChain/LangGraph adapter, run on the real langchain-core and langgraph, offline.
+
+The chat model is LangChain's own fake (``FakeMessagesListChatModel``), scripted with
+the ``AIMessage`` objects a provider integration returns (tool calls with ids and args),
+and the agent is LangGraph's ``create_react_agent`` with a real ``ToolNode``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import RunnableLambda
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from guardtrace.collectors import TurnAction, VerificationLoop
+from guardtrace.collectors.emit.internal import internal_totals
+from guardtrace.collectors.questions.verification import TurnActionKind
+from guardtrace.collectors.testing import Capture, capture
+from guardtrace.integrations._messages import DISCLAIMERS_KEY, from_langchain
+from guardtrace.integrations.langchain import (
+    GUARDED_TAG,
+    GuardedChatModel,
+    GuardtraceCallbackHandler,
+)
+from guardtrace.schemas import names
+
+with warnings.catch_warnings():
+    # create_react_agent moved to the `langchain` package, which the extra does not
+    # install; langgraph 1.x still ships it (deprecated), and it is what users of the
+    # extra build agents with.
+    warnings.simplefilter("ignore")
+    from langgraph.prebuilt import create_react_agent
+
+BOOKED = "I've booked your flight to Oslo for tomorrow."
+WEATHER = "It is sunny in Oslo today, with light winds and around 18 degrees."
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"{city}: sunny, light winds, 18 degrees"
+
+
+class ScriptedChatModel(FakeMessagesListChatModel):
+    """LangChain's fake chat model, binding tools as provider models do, and keeping
+    every message list it was called with."""
+
+    seen: list[list[BaseMessage]] = []
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def call(name: str, call_id: str, **args: Any) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+def react_agent(model: Any, **kwargs: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return create_react_agent(model, [get_weather], **kwargs)
+
+
+def events(cap: Capture) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.name, e.attributes) for e in cap.events()]
+
+
+@pytest.fixture
+def cap() -> Iterator[Capture]:
+    with capture() as captured:
+        yield captured
+
+
+# --- the message converter ------------------------------------------------------------------
+
+def test_langchain_messages_convert_to_openai_chat_with_calls_results_and_text() -> None:
+    messages = [
+        SystemMessage("You are a travel agent."),
+        HumanMessage([{"type": "text", "text": "Weather in"}, {"type": "text", "text": "Oslo?"}]),
+        AIMessage(content=[{"type": "text", "text": "Checking."},
+                           {"type": "tool_use", "id": "c1", "name": "get_weather",
+                            "input": {"city": "Oslo"}}],
+                  tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "c1"}]),
+        ToolMessage("sunny", tool_call_id="c1"),
+        ToolMessage("timeout", tool_call_id="c2", status="error"),
+        RemoveMessage(id="gone"),
+        ChatMessage(role="assistant", content="Sunny."),
+    ]
+    assert from_langchain(messages) == [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": "Weather in\nOslo?"},
+        {"role": "assistant", "content": "Checking.",
+         "tool_calls": [{"type": "function", "id": "c1",
+                         "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+        {"role": "tool", "content": "timeout", "tool_call_id": "c2", "is_error": True},
+        {"role": "assistant", "content": "Sunny."},
+    ]
+
+
+def test_a_disclaimer_the_adapter_appended_is_not_read_as_the_models_words() -> None:
+    annotated = AIMessage(content=BOOKED + "\n\n⚠️ warning one\n⚠️ warning two",
+                          response_metadata={DISCLAIMERS_KEY: ["⚠️ warning one",
+                                                               "⚠️ warning two"]})
+    assert from_langchain([annotated]) == [{"role": "assistant", "content": BOOKED}]
+
+
+# --- observing: the callback handler ---------------------------------------------------------
+
+def test_the_handler_reports_a_tool_the_bound_model_was_not_given(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_wether", "c1", city="Oslo")])
+    bound = model.bind_tools([get_weather])
+    reply = bound.invoke("Weather in Oslo?", config={
+        "callbacks": [GuardtraceCallbackHandler(agent="travel")],
+        "metadata": {"request_id": "lc-req-1"}})
+
+    assert reply.tool_calls[0]["name"] == "get_wether"  # observing changes nothing
+    detected = cap.events(names.EVENT_HALLUCINATION_DETECTED)
+    assert [e.attributes[names.ATTR_HALLUCINATED_AGENT] for e in detected] == ["get_wether"]
+    assert detected[0].attributes[names.ATTR_REQUEST_ID] == "lc-req-1"
+    assert detected[0].attributes[names.ATTR_SUGGESTED_TOOLS] == ("get_weather",)
+
+
+def test_the_handler_reports_a_fabricated_reply_and_records_the_exchange(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage(BOOKED)])
+    chain = RunnableLambda(lambda text: [HumanMessage(text)]) | model.bind_tools([get_weather])
+    reply = chain.invoke("Book me a flight to Oslo", config={
+        "callbacks": [GuardtraceCallbackHandler(agent="travel")]})
+
+    assert reply.content == BOOKED  # a callback cannot change the reply
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_TIER] == names.TIER_ACTION
+    assert event.attributes[names.ATTR_AGENT] == "travel"
+    exchanges = [p for p in cap.payloads if p.kind == names.PAYLOAD_KIND_LLM_EXCHANGE]
+    assert len(exchanges) == 1
+    assert exchanges[0].request_id == event.attributes[names.ATTR_REQUEST_ID]
+    assert "Book me a flight to Oslo" in exchanges[0].body and BOOKED in exchanges[0].body
+
+
+def test_the_handler_sees_a_loop_across_turns_of_a_langgraph_thread(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_weather", "c1", city="Oslo"),
+                                         AIMessage(WEATHER), AIMessage(WEATHER)])
+    app = react_agent(model, checkpointer=InMemorySaver())
+    config: Any = {"callbacks": [GuardtraceCallbackHandler()],
+                   "configurable": {"thread_id": "thread-7"}}
+    app.invoke({"messages": [HumanMessage("Weather in Oslo?")]}, config)
+    assert cap.events(names.EVENT_FABRICATION_DETECTED) == []  # the first answer is fine
+    app.invoke({"messages": [HumanMessage("And is it nice out?")]}, config)
+
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_TIER] == names.TIER_REPETITION
+    assert event.attributes[names.ATTR_CHANNEL] == "thread-7"
+
+
+def test_every_model_call_of_one_graph_run_shares_the_runs_request_id(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_wether", "c1", city="Oslo"),
+                                         call("get_weather", "c2", city="Oslo"),
+                                         AIMessage(BOOKED)])
+    react_agent(model).invoke({"messages": [HumanMessage("Book me a flight")]},
+                              {"callbacks": [GuardtraceCallbackHandler()]})
+
+    exchanges = [p for p in cap.payloads if p.kind == names.PAYLOAD_KIND_LLM_EXCHANGE]
+    assert len(exchanges) == 3
+    request_ids = {p.request_id for p in cap.payloads}
+    request_ids |= {e.attributes[names.ATTR_REQUEST_ID] for e in cap.events()}
+    assert len(request_ids) == 1
+    assert {e.name for e in cap.events()} == {names.EVENT_HALLUCINATION_DETECTED,
+                                               names.EVENT_FABRICATION_DETECTED}
+
+
+@pytest.mark.expect_hook_errors
+def test_a_failing_check_never_reaches_the_chain(cap: Capture) -> None:
+    before = sum(internal_totals(names.METRIC_HOOK_ERRORS).values())
+    model = ScriptedChatModel(responses=[AIMessage(BOOKED)])
+    # A tool list no reader understands: the checks fail inside the handler.
+    handler = GuardtraceCallbackHandler(tools=[{"type": "function", "function": 42}])
+    reply = model.invoke("Book me a flight", config={"callbacks": [handler]})
+
+    assert reply.content == BOOKED
+    assert sum(internal_totals(names.METRIC_HOOK_ERRORS).values()) > before
+
+
+# --- acting: the guarded chat model ----------------------------------------------------------
+
+def test_a_hallucinated_tool_is_asked_again_with_feedback_before_any_tool_runs(
+        cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_wether", "c1", city="Oslo"),
+                                         call("get_weather", "c2", city="Oslo"),
+                                         AIMessage(WEATHER)], seen=[])
+    result = react_agent(GuardedChatModel(model, agent="travel")).invoke(
+        {"messages": [HumanMessage("Weather in Oslo?")]})
+
+    tool_results = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.status) for m in tool_results] == [("c2", "success")]
+    feedback = model.seen[1][-1]
+    assert isinstance(feedback, HumanMessage)
+    assert "'get_wether'" in feedback.content and "Closest allowed: get_weather" in feedback.content
+    assert not any(getattr(m, "tool_calls", None) for m in model.seen[1])  # not sent back
+    assert [name for name, _ in events(cap)] == [
+        names.EVENT_HALLUCINATION_DETECTED,
+        names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
+        names.EVENT_HALLUCINATION_RECOVERED]
+
+
+def test_when_retries_run_out_the_last_reply_goes_on_and_is_unrecoverable(
+        cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_wether", "c1"), call("weather_now", "c2")])
+    reply = GuardedChatModel(model, tool_retries=1).bind_tools([get_weather]).invoke("Weather?")
+
+    assert reply.tool_calls[0]["name"] == "weather_now"
+    assert [(name, attrs.get(names.ATTR_HALL_RETRY)) for name, attrs in events(cap)] == [
+        (names.EVENT_HALLUCINATION_DETECTED, 0),
+        (names.EVENT_HALLUCINATION_REGENERATION_COMPLETE, 1),
+        (names.EVENT_HALLUCINATION_DETECTED, 1),
+        (names.EVENT_HALLUCINATION_UNRECOVERABLE, None)]
+
+
+def test_a_fabricated_reply_reaches_the_user_with_its_disclaimer(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage(BOOKED, id="m1")])
+    result = react_agent(GuardedChatModel(model)).invoke(
+        {"messages": [HumanMessage("Book me a flight to Oslo")]})
+
+    final = result["messages"][-1]
+    assert final.content.startswith(BOOKED + "\n\n⚠️ I said I did")
+    assert final.response_metadata[DISCLAIMERS_KEY] == [final.content[len(BOOKED) + 2:]]
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_TIER] == names.TIER_ACTION
+
+
+def test_a_grounded_reply_is_returned_unchanged(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_weather", "c1", city="Oslo"),
+                                         AIMessage("I checked: it is sunny in Oslo.")])
+    result = react_agent(GuardedChatModel(model)).invoke(
+        {"messages": [HumanMessage("Weather in Oslo?")]})
+
+    assert result["messages"][-1].content == "I checked: it is sunny in Oslo."
+    assert cap.events() == []
+
+
+def test_the_async_path_retries_and_annotates_too(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_wether", "c1", city="Oslo"),
+                                         call("get_weather", "c2", city="Oslo"),
+                                         AIMessage(BOOKED)])
+    result = asyncio.run(react_agent(GuardedChatModel(model)).ainvoke(
+        {"messages": [HumanMessage("Book me a flight")]}))
+
+    assert result["messages"][-1].content.startswith(BOOKED + "\n\n⚠️")
+    assert [name for name, _ in events(cap)] == [
+        names.EVENT_HALLUCINATION_DETECTED,
+        names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
+        names.EVENT_HALLUCINATION_RECOVERED,
+        names.EVENT_FABRICATION_DETECTED]
+
+
+def test_with_both_pieces_each_finding_is_reported_once_under_one_request_id(
+        cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[call("get_wether", "c1", city="Oslo"),
+                                         call("get_weather", "c2", city="Oslo"),
+                                         AIMessage(BOOKED)])
+    react_agent(GuardedChatModel(model)).invoke(
+        {"messages": [HumanMessage("Book me a flight")]},
+        {"callbacks": [GuardtraceCallbackHandler()]})
+
+    assert [name for name, _ in events(cap)] == [
+        names.EVENT_HALLUCINATION_DETECTED,
+        names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
+        names.EVENT_HALLUCINATION_RECOVERED,
+        names.EVENT_FABRICATION_DETECTED]
+    exchanges = [p for p in cap.payloads if p.kind == names.PAYLOAD_KIND_LLM_EXCHANGE]
+    assert len(exchanges) == 3  # the retry's exchange too
+    request_ids = {p.request_id for p in cap.payloads}
+    request_ids |= {attrs[names.ATTR_REQUEST_ID] for _, attrs in events(cap)}
+    assert len(request_ids) == 1
+
+
+def test_the_wrapped_models_calls_are_tagged_for_the_handler() -> None:
+    seen: list[list[str]] = []
+
+    def model(messages: Any, config: Any) -> AIMessage:
+        seen.append(list(config.get("tags", [])))
+        return AIMessage("ok")
+
+    GuardedChatModel(RunnableLambda(model)).invoke("hi")
+    assert seen == [[GUARDED_TAG]]
+
+
+def test_an_error_of_the_models_own_call_is_raised_as_without_the_wrapper() -> None:
+    def broken(_messages: Any) -> AIMessage:
+        raise TimeoutError("provider timed out")
+
+    with pytest.raises(TimeoutError, match="provider timed out"):
+        GuardedChatModel(RunnableLambda(broken)).invoke("hi")
+    with pytest.raises(ValueError, match="tool_retries"):
+        GuardedChatModel(RunnableLambda(broken), tool_retries=-1)
+
+
+def test_the_documented_verification_loop_runs_as_written(cap: Capture) -> None:
+    # The loop of VERIFICATION_HOWTO, with a model that answers too early, is nudged,
+    # then calls the reason tool and answers.
+    @tool
+    def reason(question: str) -> str:
+        """Verify the answer step by step."""
+        return "No month name contains the letter X."
+
+    question = "Which month is spelled with an X?"
+    chat_model = ScriptedChatModel(responses=[AIMessage("October."),
+                                              call("reason", "r1", question=question),
+                                              AIMessage("None of them.")], seen=[])
+    tools: list[Any] = [get_weather]
+    messages: list[Any] = [HumanMessage(question)]
+    with VerificationLoop(question, agent="helpdesk") as loop:
+        tools = [*tools, reason]
+        by_name = {t.name: t for t in tools}
+        model = GuardedChatModel(chat_model).bind_tools(tools)
+        while True:
+            reply = model.invoke(messages)
+            action: TurnAction = loop.on_model_turn(wants_to_finish=not reply.tool_calls)
+            if action.kind is TurnActionKind.FINISH:
+                break
+            if action.kind is TurnActionKind.NUDGE:
+                messages.append(HumanMessage(action.message))
+                continue
+            messages.append(reply)
+            for tool_call in reply.tool_calls:
+                loop.on_tool_call(tool_call["name"])
+                messages.append(by_name[tool_call["name"]].invoke(tool_call))
+
+    assert reply.content == "None of them."
+    assert [e.name for e in cap.events() if e.name.startswith("llm.verification")] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_NUDGED,
+        names.EVENT_VERIFICATION_COMPLETED]
+
+
+# --- packaging -------------------------------------------------------------------------------
+
+def test_without_langchain_the_import_error_names_the_extra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in [m for m in sys.modules if m.split(".")[0] == "langchain_core"]:
+        monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "guardtrace.integrations.langchain")
+    with pytest.raises(ImportError, match=r"pip install 'guardtrace\[langchain\]'"):
+        importlib.import_module("guardtrace.integrations.langchain")
+
+
+def test_importing_the_hooks_and_the_adapters_package_loads_no_sdk() -> None:
+    code = ("import sys, guardtrace.collectors, guardtrace.integrations; "
+            "print(sorted(m for m in ('langchain_core', 'langgraph', 'agents', 'openai') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
