@@ -1,0 +1,297 @@
+"""The OpenAI Agents SDK adapter, run on the real SDK, offline.
+
+The model is a ``Model`` of the SDK's interface returning the output items the
+Responses API returns (``ResponseOutputMessage``, ``ResponseFunctionToolCall``), as the
+SDK's own tests do; everything else (the runner, tools, guardrails, hooks, tracing) is
+the SDK's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    ModelBehaviorError,
+    ModelResponse,
+    OutputGuardrailTripwireTriggered,
+    Runner,
+    Usage,
+    function_tool,
+)
+from agents.models.interface import Model
+from agents.tracing import get_trace_provider, set_trace_processors
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from guardtrace.collectors.testing import Capture, capture
+from guardtrace.integrations import openai_agents
+from guardtrace.integrations._messages import from_responses_items
+from guardtrace.integrations.openai_agents import (
+    AgentsGuard,
+    GuardtraceTracingProcessor,
+    install_tracing,
+)
+from guardtrace.schemas import names
+
+WEATHER = "I checked the weather: it is sunny in Oslo, with light winds."
+BOOKED = "It is sunny in Oslo. I've booked your hotel there for tonight."
+
+
+def message(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="msg_1", type="message", role="assistant", status="completed",
+        content=[ResponseOutputText(text=text, type="output_text", annotations=[],
+                                    logprobs=[])])
+
+
+def call(name: str, call_id: str) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(id=f"fc_{call_id}", call_id=call_id, type="function_call",
+                                    name=name, arguments='{"city": "Oslo"}')
+
+
+class ScriptedModel(Model):
+    """The SDK's model interface, answering each call with the next scripted output."""
+
+    def __init__(self, *turns: list[Any]) -> None:
+        self.turns = list(turns)
+        self.inputs: list[Any] = []
+
+    async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
+                           tools: Any, output_schema: Any, handoffs: Any, tracing: Any, *,
+                           previous_response_id: Any = None, conversation_id: Any = None,
+                           prompt: Any = None, **kwargs: Any) -> ModelResponse:
+        self.inputs.append(input)
+        return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("these tests do not stream")
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"{city}: sunny, light winds"
+
+
+def travel_agent(model: ScriptedModel) -> Agent[Any]:
+    return Agent(name="travel", instructions="You help travellers.", tools=[get_weather],
+                 model=model)
+
+
+@pytest.fixture
+def sdk_processors() -> Iterator[None]:
+    """The SDK's trace processors, put back after the test (they are process-wide);
+    none by default, so no test talks to the SDK's exporter."""
+    provider: Any = get_trace_provider()
+    saved = list(provider._multi_processor._processors)
+    set_trace_processors([])
+    yield
+    set_trace_processors(saved)
+
+
+@pytest.fixture
+def cap(sdk_processors: None) -> Iterator[Capture]:
+    with capture() as captured:
+        yield captured
+
+
+def names_of(cap: Capture) -> list[str]:
+    return [e.name for e in cap.events()]
+
+
+# --- the item converter -------------------------------------------------------------------
+
+def test_responses_items_convert_to_openai_chat_with_calls_and_results() -> None:
+    items = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        call("get_weather", "c1"),
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        message("Sunny."),
+    ]
+    assert from_responses_items(items) == [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "id": "c1",
+             "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "id": "ws_1",
+             "function": {"name": "web_search", "arguments": "{}"}}]},
+        {"role": "assistant", "content": "Sunny."},
+    ]
+
+
+# --- a tool the agent does not have --------------------------------------------------------
+
+def test_without_the_guard_the_sdk_dies_on_an_invented_tool(sdk_processors: None) -> None:
+    model = ScriptedModel([call("get_wether", "c1")], [message(WEATHER)])
+    with pytest.raises(ModelBehaviorError, match="get_wether not found"):
+        asyncio.run(Runner.run(travel_agent(model), "Weather in Oslo?"))
+
+
+def test_an_invented_tool_gets_feedback_and_the_retry_lifecycle_is_reported(
+        cap: Capture) -> None:
+    model = ScriptedModel([call("get_wether", "c1")], [call("get_weather", "c2")],
+                          [message(WEATHER)])
+    result = asyncio.run(AgentsGuard().run(travel_agent(model), "Weather in Oslo?"))
+
+    assert result.final_output == WEATHER
+    feedback = model.inputs[1][-1]
+    assert feedback["type"] == "function_call_output" and feedback["call_id"] == "c1"
+    assert "'get_wether', which does NOT exist" in feedback["output"]
+    assert "Closest allowed: get_weather" in feedback["output"]
+    assert names_of(cap) == [names.EVENT_HALLUCINATION_DETECTED,
+                             names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
+                             names.EVENT_HALLUCINATION_RECOVERED]
+    assert len({e.attributes[names.ATTR_REQUEST_ID] for e in cap.events()}) == 1
+
+
+def test_an_invented_tool_past_the_budget_is_unrecoverable_and_the_run_goes_on(
+        cap: Capture) -> None:
+    model = ScriptedModel([call("get_wether", "c1")], [call("weather_now", "c2")],
+                          [message("Sorry, I cannot check the weather right now.")])
+    result = asyncio.run(AgentsGuard(tool_retries=1).run(travel_agent(model), "Weather?"))
+
+    assert result.final_output == "Sorry, I cannot check the weather right now."
+    assert [(e.name, e.attributes.get(names.ATTR_HALL_RETRY)) for e in cap.events()] == [
+        (names.EVENT_HALLUCINATION_DETECTED, 0),
+        (names.EVENT_HALLUCINATION_REGENERATION_COMPLETE, 1),
+        (names.EVENT_HALLUCINATION_DETECTED, 1),
+        (names.EVENT_HALLUCINATION_UNRECOVERABLE, None)]
+
+
+# --- fabrication and loops -------------------------------------------------------------------
+
+def test_a_fabricated_output_is_annotated_and_reported(cap: Capture) -> None:
+    model = ScriptedModel([call("get_weather", "c1")], [message(BOOKED)])
+    guard = AgentsGuard()
+    result = asyncio.run(guard.run(travel_agent(model), "Weather in Oslo?"))
+
+    assert result.final_output.startswith(BOOKED + "\n\n⚠️ I said I did")
+    verdict = guard.verdict(result)
+    assert verdict is not None and verdict.tiers == (names.TIER_ACTION,)
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_AGENT] == "travel"
+    assert event.attributes[names.ATTR_TOOLS_FIRED] == ("get_weather",)
+
+
+def test_a_claim_the_runs_tool_calls_back_is_not_flagged(cap: Capture) -> None:
+    # Judged alone, "I checked the weather" is a claimed lookup; within the run's
+    # conversation (which the hooks record) the get_weather call backs it.
+    model = ScriptedModel([call("get_weather", "c1")], [message(WEATHER)])
+    result = asyncio.run(AgentsGuard().run(travel_agent(model), "Weather in Oslo?"))
+
+    assert result.final_output == WEATHER
+    assert cap.events(names.EVENT_FABRICATION_DETECTED) == []
+
+
+def test_the_guardrail_trips_on_the_tiers_asked_for(cap: Capture) -> None:
+    model = ScriptedModel([message("I've booked your hotel in Oslo.")])
+    with pytest.raises(OutputGuardrailTripwireTriggered):
+        asyncio.run(AgentsGuard(trip_on=[names.TIER_ACTION]).run(travel_agent(model),
+                                                                  "Book a hotel"))
+
+
+def test_a_reply_repeated_in_the_next_run_is_a_loop(cap: Capture) -> None:
+    model = ScriptedModel([call("get_weather", "c1")], [message(WEATHER)], [message(WEATHER)])
+    guard = AgentsGuard()
+    agent = travel_agent(model)
+    first = asyncio.run(guard.run(agent, "Weather in Oslo?"))
+    asyncio.run(guard.run(agent, [*first.to_input_list(),
+                                  {"role": "user", "content": "And is it nice out?"}]))
+
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    assert event.attributes[names.ATTR_TIER] == names.TIER_REPETITION
+
+
+def test_the_guardrail_alone_does_not_judge_without_the_runs_conversation(
+        cap: Capture) -> None:
+    guard = AgentsGuard()
+    model = ScriptedModel([call("get_weather", "c1")], [message(WEATHER)])
+    agent = travel_agent(model).clone(output_guardrails=[guard.output_guardrail])
+    result = asyncio.run(Runner.run(agent, "Weather in Oslo?"))  # no hooks
+
+    assert guard.verdict(result) is None and guard.annotate(result) == WEATHER
+    assert cap.events() == []
+
+
+# --- one trace -------------------------------------------------------------------------------
+
+def test_the_sdks_spans_and_the_guard_events_share_one_trace(cap: Capture) -> None:
+    bridge = GuardtraceTracingProcessor()
+    set_trace_processors([bridge])
+    model = ScriptedModel([call("get_wether", "c1")], [call("get_weather", "c2")],
+                          [message(BOOKED)])
+    asyncio.run(AgentsGuard(tracing=bridge).run(travel_agent(model), "Weather in Oslo?"))
+
+    spans = cap.spans()
+    by_name = {span.name: span for span in spans}
+    assert {"Agent workflow", "invoke_agent travel", "execute_tool get_weather",
+            "guardrail guardtrace_fabrication"} <= set(by_name)
+    (trace_id,) = {span.context.trace_id for span in spans}
+    request_id = f"{trace_id:032x}"
+    assert {span.attributes[names.ATTR_REQUEST_ID] for span in spans} == {request_id}
+    assert {e.attributes[names.ATTR_REQUEST_ID] for e in cap.events()} == {request_id}
+    assert names.EVENT_FABRICATION_DETECTED in [
+        e.name for e in by_name["guardrail guardtrace_fabrication"].events]
+    root = by_name["Agent workflow"]
+    assert str(root.attributes["openai_agents.trace_id"]).startswith("trace_")
+    agent_span = by_name["invoke_agent travel"]
+    assert agent_span.attributes["gen_ai.agent.name"] == "travel"
+    assert tuple(agent_span.attributes["openai_agents.tools"]) == ("get_weather",)
+    tool_span = by_name["execute_tool get_weather"]
+    assert "openai_agents.output" not in tool_span.attributes  # payload, not attribute
+    # Parents mirror the SDK's: the tool ran inside the agent, inside the workflow.
+    parents = {span.context.span_id: span for span in spans}
+    chain = []
+    span = tool_span
+    while span.parent is not None:
+        span = parents[span.parent.span_id]
+        chain.append(span.name)
+    assert chain[-1] == "Agent workflow" and "invoke_agent travel" in chain
+
+
+def test_without_the_mirror_the_request_id_is_the_sdks_trace_id(cap: Capture) -> None:
+    model = ScriptedModel([message(BOOKED)])
+    result = asyncio.run(AgentsGuard().run(travel_agent(model), "Book a hotel"))
+
+    (event,) = cap.events(names.EVENT_FABRICATION_DETECTED)
+    request_id = event.attributes[names.ATTR_REQUEST_ID]
+    assert len(request_id) == 32
+    assert result.final_output.startswith(BOOKED)
+
+
+def test_install_tracing_adds_one_mirror_beside_the_sdks_processors(
+        sdk_processors: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(openai_agents, "_installed", None)
+    first = install_tracing()
+    assert install_tracing() is first
+    provider: Any = get_trace_provider()
+    assert list(provider._multi_processor._processors) == [first]
+
+
+# --- packaging -------------------------------------------------------------------------------
+
+def test_without_the_sdk_the_import_error_names_the_extra(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in [m for m in sys.modules if m.split(".")[0] == "agents"]:
+        monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "guardtrace.integrations.openai_agents")
+    with pytest.raises(ImportError, match=r"pip install 'guardtrace\[agents\]'"):
+        importlib.import_module("guardtrace.integrations.openai_agents")
+
+
+def test_a_negative_retry_budget_is_refused() -> None:
+    with pytest.raises(ValueError, match="tool_retries"):
+        AgentsGuard(tool_retries=-1)
