@@ -2,8 +2,9 @@
 
 The settings reaching kafka-python and clickhouse-connect are checked here by replacing
 their constructors with recorders: the embedded broker cannot complete a SASL login and
-there is no ClickHouse server to reach (tests/integration/test_kafka_security.py runs
-TLS for real). What the recorders check is our plumbing, not the libraries.
+there is no ClickHouse server to reach. What the recorders check is our plumbing, not the
+libraries; TLS runs for real in tests/integration/test_kafka_security.py and
+tests/integration/test_clickhouse_tls.py.
 """
 
 from __future__ import annotations
