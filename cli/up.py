@@ -5,6 +5,9 @@
 dashboard and, with ``--demo``, the traffic simulator (a child process, as an agent
 would be). The consumer and the dashboard share this process because the embedded
 ClickHouse store (chDB) can be opened by one process only. Ctrl-C stops everything.
+
+Both serve the dashboard on loopback unless ``--address`` says otherwise, and refuse any
+other address (exit status 2, before anything starts) unless sign-in is configured.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..schemas import dashboard_access as access
 from ..schemas import environment_variables as env
 from .support import (
     DASHBOARD_MODULES,
@@ -40,6 +45,16 @@ DEMO_RATE = 4.0
 # A cap low enough that the demo's long tail of invented names reaches it in minutes.
 DEMO_AGENT_LABEL_CAP = "100"
 _SUPERVISE_EVERY_S = 1.0
+# Streamlit's handling of an uncaught exception: "none" shows visitors a generic message
+# and keeps the traceback in the log (the legacy `false` still sends the traceback). The
+# dashboard's pages set the same value (dashboard/safe_render.py), which the CLI, not
+# importing the dashboard, cannot read.
+SHOW_ERROR_DETAILS = "none"
+# The dashboard's default listen address: this machine only. Any other needs sign-in
+# (schemas/dashboard_access.py).
+LOOPBACK = "127.0.0.1"
+_ADDRESS_RULE = (f"any other than loopback needs {env.DASHBOARD_TOKEN.name} or OIDC sign-in "
+                 f"with {env.DASHBOARD_ALLOWED_EMAILS.name} / {env.DASHBOARD_ALLOWED_DOMAINS.name}")
 
 
 def _dashboard_app() -> Path:
@@ -63,41 +78,116 @@ def _check_port_free(port: int, what: str, flag: str) -> None:
                            f"with {flag}.")
 
 
+def streamlit_flags(port: int, address: str) -> dict[str, Any]:
+    """The Streamlit options the dashboard is served with (``streamlit run``'s flags)."""
+    return {"server_port": port, "server_address": address, "server_headless": True,
+            "browser_gatherUsageStats": False, "server_fileWatcherType": "none",
+            "server_runOnSave": False, "global_developmentMode": False,
+            "client_toolbarMode": "viewer", "client_showErrorDetails": SHOW_ERROR_DETAILS,
+            "logger_level": "warning"}
+
+
+def _load_streamlit_config(port: int, address: str) -> str:
+    """Load Streamlit's options as `streamlit run` would; returns the app's path."""
+    from streamlit import config as st_config
+    from streamlit.web import bootstrap
+
+    app = str(_dashboard_app())
+    st_config._main_script_path = app  # noqa: SLF001 - what `streamlit run` does first
+    bootstrap.load_config_options(flag_options=streamlit_flags(port, address))
+    return app
+
+
+class ServingRefused(Exception):
+    """The dashboard may not serve as asked (a usage error: exit status 2, nothing started)."""
+
+
+def _streamlit_auth_problems(providers: tuple[str, ...]) -> list[str]:
+    """Streamlit's own check of each provider's [auth] settings, which st.login makes only
+    when a visitor signs in: better told now than by the first visitor."""
+    from streamlit.auth_util import validate_auth_credentials
+    from streamlit.errors import StreamlitAuthError
+
+    problems = []
+    for provider in providers:
+        try:
+            validate_auth_credentials(provider)
+        except StreamlitAuthError as exc:
+            problems.append(" ".join(str(exc).split()))
+    return problems
+
+
+def dashboard_sign_in(port: int, address: str) -> access.SignIn:
+    """The sign-in the dashboard will offer on ``address``, checked before anything starts.
+
+    Raises:
+        ServingRefused: the sign-in settings are unusable, or there is no sign-in and
+            ``address`` is beyond loopback (the message names the settings).
+    """
+    import streamlit as st
+
+    # Streamlit finds its secrets (OIDC's [auth] section) where its options say.
+    _load_streamlit_config(port, address)
+    settings = access.AccessSettings.resolve()
+    auth_section = st.secrets.get("auth") if st.secrets.load_if_toml_exists() else None
+    providers = access.oidc_providers(auth_section if isinstance(auth_section, Mapping)
+                                      else None)
+    problems = access.setup_problems(settings, providers, access.oidc_library_installed())
+    sign_in = access.SignIn.of(settings, providers)
+    if not problems:
+        problems = _streamlit_auth_problems(sign_in.providers)
+    if problems:
+        raise ServingRefused("; ".join(problems))
+    refusal = access.serving_refusal(address, sign_in)
+    if refusal:
+        raise ServingRefused(refusal)
+    return sign_in
+
+
+def _sign_in_text(sign_in: access.SignIn) -> str:
+    ways = ([f"shared token ({env.DASHBOARD_TOKEN.name})"] if sign_in.token else []) + \
+        ([f"OIDC ({', '.join(sign_in.providers)})"] if sign_in.providers else [])
+    return " or ".join(ways) if ways else "none (serving this machine only)"
+
+
+def _refuse(command: str, refusal: ServingRefused) -> int:
+    print(f"guardtrace {command}: error: {refusal}", file=sys.stderr)
+    return 2
+
+
 def serve_dashboard(port: int, address: str, settings: dict[str, str] | None = None) -> None:
     """Run the Streamlit server in this thread until SIGINT/SIGTERM stops it.
 
     Args:
         port: TCP port.
-        address: Listen address.
+        address: Listen address (checked by :func:`dashboard_sign_in` first).
         settings: ``GUARDTRACE_*`` settings the dashboard takes over its environment's
             (``up`` passes the pipeline it runs). They reach the app as its script
             arguments, ``NAME=value`` each: this process's environment stays as it was.
     """
-    from streamlit import config as st_config
     from streamlit.web import bootstrap
 
     keep_serving_without_a_reader()
 
-    app = str(_dashboard_app())
-    st_config._main_script_path = app  # noqa: SLF001 - what `streamlit run` does first
-    flags = {"server_port": port, "server_address": address, "server_headless": True,
-             "browser_gatherUsageStats": False, "server_fileWatcherType": "none",
-             "server_runOnSave": False, "global_developmentMode": False,
-             "client_toolbarMode": "viewer", "logger_level": "warning"}
-    bootstrap.load_config_options(flag_options=flags)
+    app = _load_streamlit_config(port, address)
     arguments = [f"{name}={value}" for name, value in sorted((settings or {}).items())]
-    bootstrap.run(app, False, arguments, flags)
+    bootstrap.run(app, False, arguments, streamlit_flags(port, address))
 
 
 # -- guardtrace dashboard ------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
+    try:
+        sign_in = dashboard_sign_in(port, args.address)
+    except ServingRefused as refusal:
+        return _refuse(args.command, refusal)
     _check_port_free(port, "dashboard", "--port")
     from ..store.connection import masked_url, reader_url
 
     print(f"guardtrace dashboard on http://{args.address}:{port} reading "
           f"{masked_url(reader_url())} "
-          f"(database {env.read_str(env.CLICKHOUSE_DATABASE)}). Ctrl-C stops it.", flush=True)
+          f"(database {env.read_str(env.CLICKHOUSE_DATABASE)}), sign-in: "
+          f"{_sign_in_text(sign_in)}. Ctrl-C stops it.", flush=True)
     serve_dashboard(port, args.address)
     return 0
 
@@ -207,6 +297,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     from ..transport.topics import KafkaUnreachable
 
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
+    try:
+        sign_in = dashboard_sign_in(port, args.address)
+    except ServingRefused as refusal:
+        return _refuse(args.command, refusal)
     _check_port_free(port, "dashboard", "--port")
     # Before anything starts: the shutdown below prints, and must reach stack.stop().
     keep_serving_without_a_reader()
@@ -251,7 +345,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         kafka_text = f"{bootstrap} ({'yours' if external_kafka else 'embedded Tansu'})"
         banner = (f"guardtrace is up\n"
-                  f"  dashboard   http://127.0.0.1:{port}\n"
+                  f"  dashboard   http://127.0.0.1:{port} (sign-in: {_sign_in_text(sign_in)})\n"
                   f"  kafka       {kafka_text}\n"
                   f"  clickhouse  {store_config.display_url} (database {store_config.database}"
                   f"{', migrated now' if applied else ''})\n"
@@ -295,8 +389,8 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=positive_int, default=None,
                    help=f"dashboard port (default ${env.DASHBOARD_PORT.name} or "
                         f"{env.DASHBOARD_PORT.default})")
-    p.add_argument("--address", default="127.0.0.1",
-                   help="dashboard listen address (default 127.0.0.1)")
+    p.add_argument("--address", default=LOOPBACK,
+                   help=f"dashboard listen address (default {LOOPBACK}; {_ADDRESS_RULE})")
     p.add_argument("--broker-port", type=positive_int, default=9092,
                    help="embedded broker port (default 9092)")
     p.set_defaults(func=cmd_up, needs=DASHBOARD_MODULES)
@@ -309,6 +403,7 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=positive_int, default=None,
                    help=f"port (default ${env.DASHBOARD_PORT.name} or "
                         f"{env.DASHBOARD_PORT.default})")
-    p.add_argument("--address", default="127.0.0.1",
-                   help="listen address (default 127.0.0.1; 0.0.0.0 in a container)")
+    p.add_argument("--address", default=LOOPBACK,
+                   help=f"listen address (default {LOOPBACK}; 0.0.0.0 in a container; "
+                        f"{_ADDRESS_RULE})")
     p.set_defaults(func=cmd_dashboard, needs=DASHBOARD_MODULES)
