@@ -11,8 +11,8 @@ of their own, so each adapter converts here, once:
   a run (``message`` items, ``function_call`` / ``function_call_output`` and the other
   ``*_call`` / ``*_call_output`` items; reasoning items are skipped).
 
-Both read by duck typing (``.type``, ``.content`` ...) and import no SDK, so they cost
-nothing to import and never pin an SDK version. What the guards need is kept: who said
+Both read by duck typing (``.type``, ``.content`` ...) and import no SDK, so they never
+pin an SDK version. What the guards need is kept: who said
 what, which tools the model called (with their call ids) and what each call returned.
 Anything a converter does not recognise is skipped, never raised on: an adapter must not
 break the agent over a message kind a new SDK release adds.

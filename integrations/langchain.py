@@ -349,7 +349,10 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
        ``response_metadata["guardtrace_disclaimers"]``).
 
     An error of the model's own first call is raised as it would be without the
-    wrapper; nothing the guards do raises. Streaming yields the final message whole.
+    wrapper; nothing the guards do raises. ``stream`` yields the final message whole.
+    LangGraph's ``stream_mode="messages"`` streams the model's tokens as they come,
+    before the reply is judged: the disclaimer is in the graph's state (``invoke``, the
+    ``values`` and ``updates`` streams), not in that token stream.
     ``with_structured_output`` is the wrapped model's business: call it on the model.
 
     Args:
