@@ -477,9 +477,16 @@ class AgentsGuard:
         """``Runner.run`` with the guards; ``final_output`` is the annotated reply.
 
         Keyword arguments go to ``Runner.run`` (``context``, ``max_turns``, ``session``
-        ...); pass ``hooks`` as a :class:`GuardtraceRunHooks` subclass if you have any.
+        ...); hooks of your own must subclass :class:`GuardtraceRunHooks`, made with this
+        guard, since the guard sees the run through them.
+
+        Raises:
+            TypeError: ``hooks`` that do not report to this guard.
         """
         hooks = kwargs.pop("hooks", None) or self.hooks
+        if not (isinstance(hooks, GuardtraceRunHooks) and hooks.guard is self):
+            raise TypeError("hooks must be a GuardtraceRunHooks (subclass) made with this "
+                            "guard: without them the guard cannot see the run")
         result = await Runner.run(agent, input, hooks=hooks,
                                   run_config=self.run_config(run_config), **kwargs)
         result.final_output = self.annotate(result)

@@ -20,6 +20,7 @@ from agents import (
     ModelBehaviorError,
     ModelResponse,
     OutputGuardrailTripwireTriggered,
+    RunHooks,
     Runner,
     Usage,
     function_tool,
@@ -37,6 +38,7 @@ from guardtrace.integrations import openai_agents
 from guardtrace.integrations._messages import from_responses_items
 from guardtrace.integrations.openai_agents import (
     AgentsGuard,
+    GuardtraceRunHooks,
     GuardtraceTracingProcessor,
     install_tracing,
 )
@@ -292,6 +294,14 @@ def test_without_the_sdk_the_import_error_names_the_extra(
         importlib.import_module("guardtrace.integrations.openai_agents")
 
 
-def test_a_negative_retry_budget_is_refused() -> None:
+def test_a_negative_retry_budget_and_hooks_the_guard_cannot_see_are_refused(
+        sdk_processors: None) -> None:
     with pytest.raises(ValueError, match="tool_retries"):
         AgentsGuard(tool_retries=-1)
+    guard = AgentsGuard()
+    model = ScriptedModel([message(WEATHER)])
+    with pytest.raises(TypeError, match="GuardtraceRunHooks"):
+        asyncio.run(guard.run(travel_agent(model), "Weather?", hooks=RunHooks()))
+    with pytest.raises(TypeError, match="GuardtraceRunHooks"):
+        asyncio.run(guard.run(travel_agent(model), "Weather?",
+                              hooks=GuardtraceRunHooks(AgentsGuard())))
