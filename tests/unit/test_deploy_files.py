@@ -4,8 +4,8 @@ No Docker engine or Kubernetes cluster runs here, so nothing in deploy/ is start
 these tests. What they do check is everything a reader of the files could get wrong
 without running them: syntax (YAML, XML, env files), variables that guardtrace does not
 read (a typo silently does nothing), floating image tags, missing health checks and
-probes, topics and ports that disagree between files, and the dashboard's read-only
-ClickHouse user.
+probes, topics and ports that disagree between files, the dashboard's read-only
+ClickHouse user, and that nothing is published unauthenticated beyond the host.
 
 Long because it checks every deploy file against the one list of variables and
 images in one place.
@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+from guardtrace.schemas import dashboard_access as access
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 from guardtrace.store.cluster_migrations import check_cluster_name
@@ -411,7 +412,7 @@ def test_collector_health_check_matches_the_compose_probe_and_ports() -> None:
     assert service["healthcheck"]["test"][1] == "/usr/local/bin/busybox"
     assert "COPY --from=busybox /bin/busybox /usr/local/bin/busybox" in \
         (DEPLOY / "otel-collector" / "Dockerfile").read_text()
-    assert {"4317:4317", "4318:4318"} <= set(service["ports"])
+    assert {"127.0.0.1:4317:4317", "127.0.0.1:4318:4318"} <= set(service["ports"])
     assert "./otel-collector.yaml:/etc/otelcol-contrib/config.yaml:ro" in service["volumes"]
 
 
@@ -460,6 +461,48 @@ def test_compose_dashboard_reads_as_the_read_only_user() -> None:
     for writer in ("migrate", "consumer"):
         url = compose_environment(services[writer])[env.CLICKHOUSE_URL.name]
         assert url_user(url) == "guardtrace_writer", writer
+
+
+# -- nothing published unauthenticated -----------------------------------------------------
+def published(service: dict[str, Any]) -> list[tuple[str, str]]:
+    """(host address, host port) of each port a compose service publishes; "" for every
+    interface (what compose does when a mapping names no address)."""
+    found = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            found.append((str(port.get("host_ip", "")), str(port.get("published", ""))))
+            continue
+        parts = str(port).rsplit(":", 2)
+        host_ip = parts[0] if len(parts) == 3 else ""
+        found.append((host_ip.strip("[]"), parts[-2] if len(parts) >= 2 else ""))
+    return found
+
+
+def listen_address(command: list[str]) -> str:
+    return command[command.index("--address") + 1] if "--address" in command else "127.0.0.1"
+
+
+def test_compose_publishes_beyond_the_host_only_the_dashboard() -> None:
+    services = compose()["services"]
+    wide = {name for name, service in services.items()
+            for host_ip, _ in published(service) if not access.is_loopback(host_ip)}
+    assert wide == {"dashboard"}
+    # The ones for this host's operator and agents, which take no credentials here.
+    assert published(services["kafka"]) == [("127.0.0.1", "9094")]
+    assert sorted(published(services["otel-collector"])) == [("127.0.0.1", "4317"),
+                                                             ("127.0.0.1", "4318")]
+    assert published(services["clickhouse"]) == [("127.0.0.1", "8123")]
+
+
+def test_compose_dashboard_does_not_start_without_its_token() -> None:
+    dashboard = compose()["services"]["dashboard"]
+    assert not access.is_loopback(listen_address(dashboard["command"]))
+    token = compose_environment(dashboard)[env.DASHBOARD_TOKEN.name]
+    # ${NAME:?message}: compose refuses to start while the variable is unset or empty.
+    assert re.fullmatch(r"\$\{" + env.DASHBOARD_TOKEN.name + r":\?[^}]+\}", token), token
+    # Nothing in the example passes for a token: the operator sets one.
+    assert parse_env_file(DEPLOY / ".env.example")[env.DASHBOARD_TOKEN.name] == ""
+    assert env.DASHBOARD_TOKEN.name not in parse_env_file(DEPLOY / "env" / "pipeline.env")
 
 
 # -- Kubernetes ----------------------------------------------------------------------------
@@ -545,18 +588,47 @@ def test_k8s_extra_variables_only_feed_guardtrace_variables() -> None:
                 assert names_in_order.index(ref) < names_in_order.index(name), (name, ref)
 
 
+def example_secrets() -> dict[str, dict[str, str]]:
+    """Secret name -> its keys and placeholder values, from secret.example.yaml."""
+    return {doc["metadata"]["name"]: doc["stringData"]
+            for doc in load_yaml(K8S / "secret.example.yaml") if doc.get("kind") == "Secret"}
+
+
 def test_k8s_secret_keys_referenced_exist_in_the_example_secret() -> None:
-    (secret,) = [doc for doc in load_yaml(K8S / "secret.example.yaml")
-                 if doc.get("kind") == "Secret"]
-    keys = set(secret["stringData"])
+    secrets = example_secrets()
+    assert set(secrets) == {"guardtrace-clickhouse", "guardtrace-dashboard"}
     for container in guardtrace_containers():
         for item in container_env(container).values():
             ref = item.get("valueFrom", {}).get("secretKeyRef")
             if ref:
-                assert ref["name"] == secret["metadata"]["name"]
-                assert ref["key"] in keys, ref
+                assert ref["name"] in secrets, ref
+                assert ref["key"] in secrets[ref["name"]], ref
         for source in container.get("envFrom", []):
             assert source["configMapRef"]["name"] == "guardtrace-config"
+
+
+def test_k8s_exposes_nothing_outside_the_cluster() -> None:
+    for path, doc in k8s_docs():
+        where = f"{rel(path)}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+        if doc.get("kind") == "Service":
+            assert doc["spec"].get("type", "ClusterIP") == "ClusterIP", where
+            assert all("nodePort" not in port for port in doc["spec"]["ports"]), where
+        for key, _ in walk(doc):
+            assert key not in ("hostPort", "hostNetwork"), where
+
+
+def test_k8s_dashboard_takes_its_token_from_a_secret() -> None:
+    (deployment,) = k8s_kind("Deployment", "guardtrace-dashboard")
+    (container,) = containers(deployment)
+    assert not access.is_loopback(listen_address(container["command"]))
+    token = container_env(container)[env.DASHBOARD_TOKEN.name]
+    assert "value" not in token
+    ref = token["valueFrom"]["secretKeyRef"]
+    assert ref["name"] == "guardtrace-dashboard" and not ref.get("optional", False)
+    assert env.DASHBOARD_TOKEN.name not in configmap()
+    # The example's placeholder is one the dashboard refuses, should it be applied as is.
+    placeholder = access.AccessSettings(token=example_secrets()[ref["name"]][ref["key"]])
+    assert access.setup_problems(placeholder, (), oidc_library=False)
 
 
 def test_kustomization_lists_existing_files_but_not_the_example_secret() -> None:
