@@ -24,6 +24,7 @@ from agents import (
     Runner,
     Usage,
     function_tool,
+    testing,
 )
 from agents.models.interface import Model
 from agents.tracing import get_trace_provider, set_trace_processors
@@ -171,6 +172,30 @@ def test_an_invented_tool_past_the_budget_is_unrecoverable_and_the_run_goes_on(
         (names.EVENT_HALLUCINATION_REGENERATION_COMPLETE, 1),
         (names.EVENT_HALLUCINATION_DETECTED, 1),
         (names.EVENT_HALLUCINATION_UNRECOVERABLE, None)]
+
+
+def test_a_streamed_run_is_guarded_alike(cap: Capture) -> None:
+    # The SDK's own scripted model streams the recorded items as Responses events.
+    model = testing.ScriptedModel([
+        [testing.function_call("get_wether", {"city": "Oslo"}, call_id="c1")],
+        [testing.function_call("get_weather", {"city": "Oslo"}, call_id="c2")],
+        [testing.assistant_message(BOOKED)]])
+    guard = AgentsGuard()
+
+    async def stream() -> Any:
+        result = Runner.run_streamed(Agent(name="travel", tools=[get_weather], model=model),
+                                     "Weather in Oslo?", hooks=guard.hooks,
+                                     run_config=guard.run_config())
+        async for _event in result.stream_events():
+            pass
+        return result
+
+    result = asyncio.run(stream())
+    assert guard.annotate(result).startswith(BOOKED + "\n\n⚠️ I said I did")
+    assert names_of(cap) == [names.EVENT_HALLUCINATION_DETECTED,
+                             names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
+                             names.EVENT_HALLUCINATION_RECOVERED,
+                             names.EVENT_FABRICATION_DETECTED]
 
 
 # --- fabrication and loops -------------------------------------------------------------------
