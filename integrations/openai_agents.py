@@ -112,19 +112,20 @@ VERIFICATION_HOWTO = """\
 Forced verification with the Agents SDK. The SDK runs the loop, so the gate decides
 before the run and the SDK forces the call:
 
-    loop = VerificationLoop(question, agent="helpdesk")        # the gate decides
-    settings = ModelSettings(tool_choice="reason") if loop.required else ModelSettings()
-    agent = agent.clone(tools=[*agent.tools, reason_tool], model_settings=settings)
-    result = await guard.run(agent, question)
-    for item in result.new_items:                               # what the model called
-        if item.type == "tool_call_item":
-            loop.on_tool_call(item.raw_item.name)
-    loop.on_model_turn(wants_to_finish=True)
-    loop.close()
+    with VerificationLoop(question, agent="helpdesk") as loop:  # the gate decides
+        if loop.required:
+            agent = agent.clone(tools=[*agent.tools, reason_tool],
+                                model_settings=ModelSettings(tool_choice="reason"))
+        result = await guard.run(agent, question)
+        for item in result.new_items:                    # what the model called
+            if item.type == "tool_call_item":
+                loop.on_tool_call(item.raw_item.name)
+        loop.on_model_turn(wants_to_finish=True)         # the run answered
 
 reason_tool is a @function_tool named "reason" that runs reason_messages(question) on a
-model of your choice. tool_choice makes the first model call call it; the SDK resets
-tool_choice after a tool call (Agent.reset_tool_choice), so the model answers next.
+model of your choice. tool_choice makes the first model call call it, and the SDK
+resets tool_choice after a tool call (Agent.reset_tool_choice), so the model answers
+next; the loop then reports the verification completed (bypassed if it was not called).
 """
 
 

@@ -19,6 +19,7 @@ from agents import (
     Agent,
     ModelBehaviorError,
     ModelResponse,
+    ModelSettings,
     OutputGuardrailTripwireTriggered,
     RunHooks,
     Runner,
@@ -34,6 +35,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from guardtrace.collectors import VerificationLoop
 from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations import openai_agents
 from guardtrace.integrations._messages import from_responses_items
@@ -251,6 +253,32 @@ def test_the_guardrail_alone_does_not_judge_without_the_runs_conversation(
 
     assert guard.verdict(result) is None and guard.annotate(result) == WEATHER
     assert cap.events() == []
+
+
+def test_the_documented_verification_recipe_runs_as_written(cap: Capture) -> None:
+    # VERIFICATION_HOWTO with a model that follows the forced tool_choice: it calls
+    # reason first, then answers.
+    @function_tool
+    def reason(question: str) -> str:
+        """Verify the answer step by step."""
+        return "No month name contains the letter X."
+
+    question = "Which month is spelled with an X?"
+    model = ScriptedModel([call("reason", "r1")], [message("None of them.")])
+    agent, guard = travel_agent(model), AgentsGuard()
+    with VerificationLoop(question, agent="helpdesk") as loop:
+        if loop.required:
+            agent = agent.clone(tools=[*agent.tools, reason],
+                                model_settings=ModelSettings(tool_choice="reason"))
+        result = asyncio.run(guard.run(agent, question))
+        for item in result.new_items:
+            if item.type == "tool_call_item":
+                loop.on_tool_call(item.raw_item.name)
+        loop.on_model_turn(wants_to_finish=True)
+
+    assert result.final_output == "None of them."
+    assert [n for n in names_of(cap) if n.startswith("llm.verification")] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
 
 
 # --- one trace -------------------------------------------------------------------------------
