@@ -17,7 +17,7 @@ What each piece does, and why it is needed:
   reports the episode as the plan retry does: ``llm.hallucination_detected`` per
   invented call, ``..._regeneration_complete`` when the model answers the feedback,
   then ``..._recovered``, or ``..._unrecoverable`` once the retry budget
-  (``PlanRetryConfig.max_retries``) is spent. The run is never stopped: after the
+  (``tool_retries``) is spent. The run is never stopped: after the
   budget the model still reads the feedback, and ``max_turns`` bounds the run.
 * **Fabrication and loops**: :attr:`AgentsGuard.output_guardrail` judges the final
   output within the run's conversation (which :class:`GuardtraceRunHooks` records: the
@@ -106,6 +106,7 @@ _BULKY_FIELDS = frozenset({"input", "output", "response", "usage", "data"})
 # Output items the client runs; anything else (messages, reasoning, hosted tool calls)
 # never comes back through the tool-not-found path.
 _CLIENT_CALLS = frozenset({"function_call", "custom_tool_call"})
+# The SDK's generated trace ids: its 32 hex digits are a valid request id.
 _SDK_TRACE_ID = re.compile(r"^trace_([0-9a-f]{32})$")
 
 VERIFICATION_HOWTO = """\
