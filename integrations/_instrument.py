@@ -32,6 +32,7 @@ from ..schemas.request_ids import storable_request_id
 from ._exchange import Exchange, ExchangeGuard, disclaimer_suffix, last_user_text
 from ._sdk import given
 from ._streams import Accumulator, ObservedStreamManager, observe_stream
+from ._tool_feedback import TOOL_CALL_NOTE
 from ._tool_retry import retry_async, retry_sync, tool_retry
 
 __all__ = ["Dialect", "Endpoint", "Instrumentation", "guard_client", "installed", "remove"]
@@ -85,6 +86,11 @@ class Endpoint:
     method: str
     dialect: Dialect
     stream_helper: bool = False
+
+
+def _said(feedback: str) -> str:
+    """The retry feedback as the model reads it: it speaks of plans, the model made calls."""
+    return f"{feedback}\n\n{TOOL_CALL_NOTE}"
 
 
 def guard_client(client: Any, endpoints: tuple[Endpoint, ...], *, is_async: bool,
@@ -271,7 +277,7 @@ class Instrumentation:
             exchange, rid, loop = self._acting(dialect, kwargs, reply)
             if loop is not None:
                 given_back = retry_sync(
-                    loop, lambda feedback: call(dialect.with_feedback(kwargs, feedback)))
+                    loop, lambda feedback: call(dialect.with_feedback(kwargs, _said(feedback))))
             return self._annotated(dialect, kwargs, exchange, given_back, rid)
         except Exception as exc:  # noqa: BLE001 - the hooks never raise into the agent
             count_hook_error("integrations.act", exc)
@@ -284,7 +290,7 @@ class Instrumentation:
             exchange, rid, loop = self._acting(dialect, kwargs, reply)
             if loop is not None:
                 given_back = await retry_async(
-                    loop, lambda feedback: call(dialect.with_feedback(kwargs, feedback)))
+                    loop, lambda feedback: call(dialect.with_feedback(kwargs, _said(feedback))))
             return self._annotated(dialect, kwargs, exchange, given_back, rid)
         except Exception as exc:  # noqa: BLE001 - the hooks never raise into the agent
             count_hook_error("integrations.act", exc)

@@ -23,6 +23,7 @@ from guardtrace.collectors.emit.internal import internal_totals
 from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations import openai as gt_openai
 from guardtrace.integrations._openai_chat import ChatAccumulator
+from guardtrace.integrations._tool_feedback import TOOL_CALL_NOTE
 from guardtrace.schemas import names
 from tests.support.llm_wire import (
     ScriptedAPI,
@@ -315,6 +316,7 @@ def test_acting_retries_a_hallucinated_tool_with_the_plan_feedback_first(cap: Ca
     assert retry_messages[0]["content"].startswith(FEEDBACK_START)
     assert "'get_wether_forecast', which does NOT exist" in retry_messages[0]["content"]
     assert "Closest allowed: get_weather" in retry_messages[0]["content"]
+    assert retry_messages[0]["content"].endswith(TOOL_CALL_NOTE)  # calls, not plan steps
     assert retry_messages[1:] == api.requests[0]["messages"]  # the rest as sent
     assert retry_lifecycle(cap) == [names.EVENT_HALLUCINATION_DETECTED,
                                     names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
