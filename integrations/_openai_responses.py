@@ -72,7 +72,7 @@ class ResponsesDialect:
         return ResponsesAccumulator()
 
     def exchange(self, kwargs: dict[str, Any], reply: Any, *, streamed: bool) -> Exchange:
-        sent = kwargs.get("input")
+        sent: Any = kwargs.get("input")
         sent = sent if given(sent) else []
         output = attr(reply, "output")
         instructions = kwargs.get("instructions")
