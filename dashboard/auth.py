@@ -44,7 +44,7 @@ SESSION_KEY = "guardtrace_signed_in_with_token"
 # What a failed attempt costs its session: a script trying tokens is slowed, a person
 # who mistyped barely notices. The per-address limit is in gate.FailedAttempts.
 FAILED_ATTEMPT_DELAY_S = 1.0
-# Loopback visitors (and all visitors behind a proxy on this machine) share one count.
+# Loopback visitors share one count (as all visitors behind one proxy share its address).
 _LOOPBACK_CLIENT = "loopback"
 # One count for the server process: a guesser opens a new session for each try.
 _ATTEMPTS = FailedAttempts()
