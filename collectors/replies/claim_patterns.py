@@ -115,6 +115,10 @@ _WORK_OBJECT = (r"(?:it|this|that|the\s+(?:fix|patch|changes?|refactor|deploy(?:
 _I_AM = r"\b(?:i|we)(?:['’]m|\s+am|\s+are|['’]re)"
 # The start of a sentence, for patterns run over a whole reply (see `sentences`).
 _SENT = r"(?:^|(?<=[.!?\n])|(?<=[.!?] ))"
+# Where a pattern's matches can start, when no literal marks it: at a sentence start (the
+# positions `_SENT` allows) or a line start (`^`). The matcher then tries only there.
+SENTENCE_STARTS = "<sentence starts>"
+LINE_STARTS = "<line starts>"
 _WORK_PATTERNS = (
     # (pattern, time, words one of which every match contains)
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|already))?\s+(?P<v>working)\s+(?:on|through)"
@@ -205,8 +209,9 @@ def _norm(form: str) -> str:
 
 @functools.cache
 def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
-                             tuple[str, ...] | None]]:
-    """(pattern, time, which lexicon, needed words, start literals); the verb is the
+                             tuple[str, ...] | str | None]]:
+    """(pattern, time, which lexicon, needed words, start literals or
+    :data:`SENTENCE_STARTS`/:data:`LINE_STARTS`); the verb is the
     group ``v`` (the action noun, group ``n``, for the ``noun`` family). Built and
     compiled on first use."""
     base, past, ing = _lexicon()
@@ -261,23 +266,23 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     subject = ("i ", "i'", "i’", "we ", "we'", "we’")
     starts_subject: tuple[str, ...] = ("i'", "i’", "i ", "i\n", "we'", "we’", "we ", "we\n")
     # (words one of which the text must hold, how the match must start) per pattern.
-    hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | None], ...]
+    hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | str | None], ...]
     done_hints: hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
                   (("now",), ("is", "are")), (("successfully", "now"), ("was", "were")),
-                  (("upon", "after"), ("upon", "after")), (("successfully",), None))
+                  (("upon", "after"), ("upon", "after")), (("successfully",), SENTENCE_STARTS))
     now_hints: hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
                  (("let",), ("let",)),
                  (("i'll", "i’ll", "will", "shall", "going", "about"), starts_subject),
-                 (("while",), ("while",)), (("now",), None))
+                 (("while",), ("while",)), (("now",), SENTENCE_STARTS))
     proceed_needs = ("proceed", "process", "complet", "finaliz", "initiat", "handl", "mak")
-    out: list[tuple[re.Pattern[str], str, str, tuple[str, ...], tuple[str, ...] | None]]
+    out: list[tuple[re.Pattern[str], str, str, tuple[str, ...], tuple[str, ...] | str | None]]
     out = [(re.compile(x, flags), DONE, "ing" if "upon" in x else "past", needs, starts)
            for x, (needs, starts) in zip(done, done_hints, strict=True)]
     out += [(re.compile(x, flags), t, "work", needs,
              starts_subject if x.startswith(_I_AM) else None)
             for x, t, needs in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment", ("-", "*", "•", ".", ")"),
-                None))
+                LINE_STARTS))
     out += [(re.compile(x, flags), NOW, "now", needs, starts)
             for x, (needs, starts) in zip(now, now_hints, strict=True)]
     out += [(re.compile(proceed[0], flags), NOW, "noun", proceed_needs, starts_subject),

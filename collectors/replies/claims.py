@@ -24,7 +24,14 @@ import bisect
 import re
 from dataclasses import dataclass
 
-from .claim_patterns import DONE, NOW, claim_patterns, lookup_verb
+from .claim_patterns import (
+    DONE,
+    LINE_STARTS,
+    NOW,
+    SENTENCE_STARTS,
+    claim_patterns,
+    lookup_verb,
+)
 from .verbs import READ, WRITE
 
 __all__ = ["DONE", "NOW", "Claim", "find_claims", "mask_quoted", "sentences"]
@@ -143,6 +150,8 @@ _QUOTED_RE = re.compile(
 # "app.py") does not end it.
 # Runs of ordinary characters are taken whole (possessively), not one character per step
 # of an alternation: the same sentences, several times faster.
+_SENTENCE_END_RE = re.compile(r"[.!?\n]")
+_LINE_END_RE = re.compile(r"\n")
 _SENTENCE_RE = re.compile(r"(?:[^.!?\n]++|\.(?=\w))++[.!?]*+")
 
 
@@ -166,16 +175,26 @@ _STATUS_VERBS = frozenset({"pay", "book", "reserve", "schedule", "charge", "crea
 
 
 def _matches(pattern: re.Pattern[str], text: str, lowered: str | None,
-             starts: tuple[str, ...] | None) -> list[re.Match[str]]:
-    """``pattern.finditer(text)``, tried only where a start literal occurs."""
-    if starts is None or lowered is None:
+             starts: tuple[str, ...] | str | None) -> list[re.Match[str]]:
+    """``pattern.finditer(text)``, tried only where a match can start: where a start
+    literal occurs, or at sentence or line starts (the same matches, found in C)."""
+    if starts == SENTENCE_STARTS:
+        positions = {0}
+        for m in _SENTENCE_END_RE.finditer(text):
+            positions.add(m.end())
+            if text.startswith(" ", m.end()) and m.group() != "\n":
+                positions.add(m.end() + 1)
+    elif starts == LINE_STARTS:
+        positions = {0, *(m.end() for m in _LINE_END_RE.finditer(text))}
+    elif starts is None or lowered is None or isinstance(starts, str):
         return list(pattern.finditer(text))
-    positions: set[int] = set()
-    for literal in starts:
-        at = lowered.find(literal)
-        while at >= 0:
-            positions.add(at)
-            at = lowered.find(literal, at + 1)
+    else:
+        positions = set()
+        for literal in starts:
+            at = lowered.find(literal)
+            while at >= 0:
+                positions.add(at)
+                at = lowered.find(literal, at + 1)
     out: list[re.Match[str]] = []
     end = 0
     for at in sorted(positions):

@@ -15,11 +15,12 @@ conversation.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import re
-from collections.abc import Iterable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -202,8 +203,7 @@ class Grounds:
         self._read_words = self._read_numbers = self._read_times = 0
         self._words: set[str] = set()
         self._numbers: set[str] = set()
-        self._recent_digits: list[str] = []
-        self._recent: list[float] | None = None
+        self._recent: list[float] = []
         self._times: set[str] = set()
         self._results: list[str] = []
         self._totals: set[int] | None = None
@@ -220,18 +220,16 @@ class Grounds:
     def has_word(self, word: str) -> bool:
         """Whether ``word`` (lower-case) occurred as a word in the sources."""
         for text in self._texts[self._read_words:]:
-            self._words.update(_source_words(text))
+            self._words.update(_SOURCES.words(text))
         self._read_words = len(self._texts)
         return word in self._words
 
     def _read_new_numbers(self) -> None:
         for text in self._texts[self._read_numbers:]:
-            found = _source_numbers(text)
+            found = _SOURCES.numbers(text)
             self._numbers.update(found)
-            # Operands of derivations are made floats only when a value needs one.
-            self._recent_digits = [*self._recent_digits, *found[-_MAX_OPERANDS:]][
-                -_MAX_OPERANDS:]
-            self._recent = None
+            # The latest numbers, as floats (read once per source): operands of sums.
+            self._recent = [*self._recent, *_SOURCES.operands(text)][-_MAX_OPERANDS:]
         self._read_numbers = len(self._texts)
 
     def add_result(self, text: str) -> None:
@@ -274,8 +272,6 @@ class Grounds:
         def seen(x: float) -> bool:
             return _key(abs(x)) in nearby or self.has_number(x)
 
-        if self._recent is None:
-            self._recent = [v for d in self._recent_digits if (v := _number(d)) is not None]
         for a in dict.fromkeys([*extra, *self._recent]):
             if seen(value - a) or seen(value + a):
                 return True
@@ -292,37 +288,75 @@ class Grounds:
         return target in self._totals or target in _subset_sums(before)
 
 
-# An agent checks its conversation after every reply, and all but the newest messages
-# are the same string objects as last time: what a source says is read once and kept.
-# Only sources up to this size are kept, and this many, so the cache stays a few MB.
-_CACHED_SOURCE_CHARS = 64 * 1024
-_CACHED_SOURCES = 512
+def _words_in(text: str) -> frozenset[str]:
+    return frozenset(_WORD_RE.findall(text.lower()))
 
 
-def _words_in(text: str) -> list[str]:
-    return _WORD_RE.findall(text.lower())
-
-
-def _numbers_in(text: str) -> list[str]:
+def _numbers_in(text: str) -> tuple[str, ...]:
     # Numbers are kept as their digits (set building in C); a refund of -114 in a ledger
     # is "$114" in a reply, and "1,936" is 1936.
-    return _DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text)
+    return tuple(_DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text))
 
 
-_cached_words = functools.lru_cache(maxsize=_CACHED_SOURCES)(
-    lambda text: frozenset(_words_in(text)))
-_cached_numbers = functools.lru_cache(maxsize=_CACHED_SOURCES)(
-    lambda text: tuple(_numbers_in(text)))
+def _operands_in(text: str) -> tuple[float, ...]:
+    # The latest numbers of a source, as floats: the operands of derivations.
+    return tuple(v for d in _SOURCES.numbers(text)[-_MAX_OPERANDS:]
+                 if (v := _number(d)) is not None)
 
 
-def _source_words(text: str) -> Iterable[str]:
-    """The lower-cased words of a source."""
-    return _words_in(text) if len(text) > _CACHED_SOURCE_CHARS else _cached_words(text)
+class _SourceReadings:
+    """What each source says (its words, its numbers), read once and kept.
+
+    An agent checks its conversation after every reply, and all but the newest messages
+    are the same strings as last time. Kept by characters, least recently used first out,
+    so any source, whatever its size, is read once per conversation while the cache holds
+    at most ``budget`` characters of sources (and what was read from them).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._chars = 0
+        self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _read(self, text: str, kind: str, reader: Callable[[str], Any]) -> Any:
+        with self._lock:
+            entry = self._entries.get(text)
+            if entry is not None:
+                self._entries.move_to_end(text)
+                if kind in entry:
+                    return entry[kind]
+        value = reader(text)  # outside the lock: other threads read other sources
+        with self._lock:
+            entry = self._entries.get(text)
+            if entry is None:
+                entry = self._entries[text] = {}
+                self._chars += len(text)
+                while self._chars > self._budget and len(self._entries) > 1:
+                    evicted, _ = self._entries.popitem(last=False)
+                    self._chars -= len(evicted)
+            entry[kind] = value
+        return value
+
+    def words(self, text: str) -> frozenset[str]:
+        """The lower-cased words of a source."""
+        result: frozenset[str] = self._read(text, "words", _words_in)
+        return result
+
+    def numbers(self, text: str) -> tuple[str, ...]:
+        """The numbers of a source, as digits, in order."""
+        result: tuple[str, ...] = self._read(text, "numbers", _numbers_in)
+        return result
+
+    def operands(self, text: str) -> tuple[float, ...]:
+        """The last numbers of a source as floats, for sums and differences."""
+        result: tuple[float, ...] = self._read(text, "operands", _operands_in)
+        return result
 
 
-def _source_numbers(text: str) -> Sequence[str]:
-    """The numbers of a source, as digits, in order."""
-    return _numbers_in(text) if len(text) > _CACHED_SOURCE_CHARS else _cached_numbers(text)
+# Characters of sources whose readings are kept: a few long conversations' worth.
+_SOURCE_CACHE_CHARS = 4 * 1024 * 1024
+_SOURCES = _SourceReadings(_SOURCE_CACHE_CHARS)
 
 
 def _clock(m: re.Match[str]) -> str:
