@@ -9,7 +9,9 @@ a real Tansu broker:
 * guards: ``FabricationGuard.check`` of a 2 KB reply with 3 replies of history on the
   channel (a clean reply, and one that claims an action no tool performed, which also
   emits); ``FabricationGuard.check_conversation`` of a 2 KB reply at the end of a
-  20-message conversation with tool calls and results (target: median at most 1 ms);
+  20-message conversation with tool calls and results (target: median at most 1 ms),
+  and the same on real replies of 1-3 KB of the dev set (../shared/realdata), each with
+  the 19 messages before it (no target; printed when the data is on the machine);
   ``validate_plan`` on a 50-step plan (valid, and with one invented tool); the
   criticality gate on a mix of questions.
 * adversarial input: 1 MB of crafted text (runs of claim openers, money, JSON and tag
@@ -58,13 +60,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import Report, collector_settings, log, percentile, services, summarize_ns
+from _common import (
+    Report,
+    collector_settings,
+    log,
+    percentile,
+    realdata_dir,
+    services,
+    summarize_ns,
+)
 
 from guardtrace.schemas import names
 from guardtrace.transport.broker import free_port
 
 TARGET_EMIT_RATIO = 1.5
 TARGET_CONVERSATION_MEDIAN_US = 1000.0
+# Real conversations of the dev set (../shared/realdata), when present: how many windows.
+REAL_WINDOWS = 300
+REAL_WINDOWS_CASE = "check_conversation, real dev-set replies of 1-3 KB, 20 messages"
 TARGET_ADVERSARIAL_S = 1.0
 ADVERSARIAL_BYTES = 1 << 20
 TARGET_UNREACHABLE_P99_RATIO = 2.0
@@ -161,6 +174,12 @@ def bench_guards(calls: int) -> dict[str, Any]:
             conversation, catalog, request_id=f"conv-{i}", agent="bench-agent").flagged),
         calls))
     results["_conversation_flagged"] = sum(conversation_flags) / max(len(conversation_flags), 1)
+    windows = _real_windows()
+    if windows:
+        # Each window once, in conversation order: as an agent checks after each reply.
+        results[REAL_WINDOWS_CASE] = summarize_ns(_time_calls(
+            lambda i: guard.check_conversation(*windows[i], request_id=f"real-{i}",
+                                               agent="bench-agent"), len(windows)))
 
     gate = default_gate()
     questions = ["How many r's are in strawberry?", "Spell 'necessary' backwards.",
@@ -221,6 +240,27 @@ def _conversation(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[s
             "Please confirm which option you prefer, and I'll update the reservation."]) + " "
     messages = messages[:19] + [{"role": "assistant", "content": text[:2048]}]
     return messages, catalog
+
+
+def _real_windows() -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """The dev set's real replies of 1-3 KB, each with the 19 messages before it and its
+    conversation's tools (none when the data is not on this machine)."""
+    import json
+
+    path = realdata_dir() / "conversations.jsonl"
+    if not path.is_file():
+        return []
+    windows = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            conversation = json.loads(line)
+            messages = conversation["messages"]
+            for i, message in enumerate(messages):
+                text = message.get("content")
+                if (message["role"] == "assistant" and isinstance(text, str)
+                        and 1024 <= len(text) <= 3072 and not message.get("x-canned")):
+                    windows.append((messages[max(0, i - 19):i + 1], conversation["tools"]))
+    return windows[::max(1, len(windows) // REAL_WINDOWS)]
 
 
 def bench_adversarial() -> dict[str, float]:
