@@ -73,7 +73,9 @@ def test_search_a_request_id_and_see_its_trace(served: tuple[UpProcess, str, str
             # The form's Search button (dataframe toolbars have a "Search" button too).
             page.get_by_test_id("stForm").get_by_role("button", name="Search").click()
             page.get_by_text("Trace timeline").wait_for(timeout=60_000)
-            page.get_by_text(f"Request {request_id}").wait_for(timeout=30_000)
+            # The id is shown as text in a code block under the "Request" heading.
+            page.get_by_test_id("stCode").filter(has_text=request_id).first.wait_for(
+                timeout=30_000)
             page.wait_for_timeout(1500)  # let the charts draw before the picture
             body = page.inner_text("body")
             final_url = page.url
