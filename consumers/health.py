@@ -5,8 +5,14 @@ has not polled for ``stale_after_s`` seconds (a hung loop: restarting the proces
 cure). ``GET /readyz`` answers 200 once the first poll has finished. Both return a small
 JSON body with the consumer's counters, so ``curl``-ing a pod also shows what it did.
 
-The server runs on a daemon thread of the consumer process and only reads two
-attributes of the consumer, ``last_poll_monotonic`` and ``stats``; it never calls into
+``/healthz`` also answers 503 while the consumer reports a :class:`Stall`: it keeps
+polling, but cannot commit, because its dead letters are not acknowledged. Polling alone
+would look healthy while every partition stood still; the body says why it is stuck
+(``"status": "stalled"`` and ``stalled.reason``). A probe's own failure threshold is the
+grace period, so one failed send that the next retry fixes does not restart anything.
+
+The server runs on a daemon thread of the consumer process and only reads attributes
+of the consumer (``last_poll_monotonic``, ``stats``, ``stall``); it never calls into
 Kafka or ClickHouse, so a probe cannot slow the loop down or fail because ClickHouse is
 down. (A ClickHouse outage is not a liveness failure: the loop keeps polling while it
 backs off, and a restart would not bring ClickHouse back.)
@@ -18,10 +24,11 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_STALE_AFTER_S", "HealthServer", "Observed"]
+__all__ = ["DEFAULT_STALE_AFTER_S", "HealthServer", "Observed", "Stall"]
 
 logger = logging.getLogger("guardtrace.consumers")
 
@@ -30,8 +37,24 @@ logger = logging.getLogger("guardtrace.consumers")
 DEFAULT_STALE_AFTER_S = 120.0
 
 
+@dataclass(frozen=True)
+class Stall:
+    """Why a consumer that keeps polling cannot move on, and since when.
+
+    Attributes:
+        reason: What fails, for people (served as ``stalled.reason``).
+        since_monotonic: When it first failed (``time.monotonic()``).
+    """
+
+    reason: str
+    since_monotonic: float
+
+
 class Observed(Protocol):
-    """What the health server reads from the consumer (a TelemetryConsumer fits)."""
+    """What the health server reads from the consumer (a TelemetryConsumer fits).
+
+    An optional attribute ``stall`` (:class:`Stall` or None) is read too when present.
+    """
 
     last_poll_monotonic: float | None
     stats: Any  # has ``as_dict()``
@@ -88,21 +111,38 @@ class HealthServer:
         last = self._observed.last_poll_monotonic
         since = self._clock() - (self._started if last is None else last)
         alive = since <= self._stale_after_s
-        status = ("ok" if last is not None else "starting") if alive else "stale"
-        return (200 if alive else 503), self._body(status, last, since)
+        stall = self._stall()
+        if not alive:
+            status = "stale"
+        elif stall is not None:
+            status = "stalled"
+        else:
+            status = "ok" if last is not None else "starting"
+        healthy = alive and stall is None
+        return (200 if healthy else 503), self._body(status, last, since, stall)
 
     def readiness(self) -> tuple[int, dict[str, Any]]:
         """HTTP status and body of ``/readyz``."""
         last = self._observed.last_poll_monotonic
         since = self._clock() - (self._started if last is None else last)
         ready = last is not None
-        return (200 if ready else 503), self._body("ready" if ready else "starting", last, since)
+        return (200 if ready else 503), self._body("ready" if ready else "starting", last, since,
+                                                   self._stall())
 
-    def _body(self, status: str, last: float | None, since: float) -> dict[str, Any]:
+    def _body(self, status: str, last: float | None, since: float,
+              stall: Stall | None) -> dict[str, Any]:
         return {"status": status,
                 "seconds_since_poll": None if last is None else round(since, 3),
                 "stale_after_s": self._stale_after_s,
+                "stalled": None if stall is None else {
+                    "reason": stall.reason,
+                    "seconds": round(self._clock() - stall.since_monotonic, 3)},
                 "stats": self._stats()}
+
+    def _stall(self) -> Stall | None:
+        # One attribute read: the loop replaces the Stall, it never changes one.
+        stall = getattr(self._observed, "stall", None)
+        return stall if isinstance(stall, Stall) else None
 
     def _stats(self) -> dict[str, Any] | None:
         # The loop mutates the counters' dicts while we copy them; a copy that races a
