@@ -10,6 +10,11 @@ The loop, and why it is shaped this way:
   acknowledged, and only then commit the offsets of every record in the batch. A crash
   anywhere before the commit replays the batch; deterministic row ids plus
   ReplacingMergeTree make the replay invisible.
+* A dead letter whose send failed is sent again with the batch's retry (never only
+  re-checked: a failed send stays failed), the rows already inserted are not inserted
+  again, and the batch commits once the broker has acknowledged every letter. While
+  dead letters keep failing the consumer reports a :class:`~.health.Stall`, which turns
+  ``/healthz`` red: polling goes on, so nothing else would show that it is stuck.
 * One batch is inserted on a writer thread while the loop fetches and decodes the next
   (ClickHouse works outside the GIL, so the two overlap). Commits stay on the loop's
   thread and in batch order; at most two batches are held.
@@ -17,6 +22,15 @@ The loop, and why it is shaped this way:
   nothing; partitions are paused meanwhile so polling (which keeps the group membership
   alive) fetches nothing new. A failure on the writer thread is taken up by the loop
   before it polls again, so at most one poll's records arrive after the first failure.
+* Partitions a rebalance takes away: their rows leave the batch (their new owner reads
+  them again from the committed offset), and no offset of theirs is committed by this
+  member any more, not even by the batch being written. The rows of partitions this
+  member keeps stay: kafka-python 3 keeps a kept partition's fetch position, with
+  incremental (cooperative) rebalancing and with eager rebalancing alike (an eagerly
+  revoked partition that comes back is kept, not reset to its committed offset), so
+  dropping those rows would lose them once a later commit passed them. Writing the
+  revoked rows before letting go is not an option: kafka-python 3 calls the listener on
+  its IO thread, where a commit cannot run and an insert would hold up heartbeats.
 * SIGTERM/SIGINT: stop polling, try the pending batch once, commit only if it was
   written, exit.
 """
@@ -42,14 +56,27 @@ from ..store.writer import BatchWriter
 from ..transport.kafka_workarounds import release_parked_records
 from ..transport.lag import assignment_lag
 from .config import MAX_RECORD_BYTES, ConsumerConfig, ConsumerStats
-from .dead_letters import dead_letter_headers, dead_letter_row, dead_letter_value, reason_kind
+from .dead_letters import (
+    DeadLetter,
+    DeadLetterNotDelivered,
+    await_dead_letters,
+    dead_letter_row,
+    reason_kind,
+    send_dead_letters,
+)
 from .decode import PoisonRecord, decode_metrics, decode_payload_message, decode_spans
+from .health import Stall
 
 __all__ = ["MAX_RECORD_BYTES", "ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
 
 logger = logging.getLogger("guardtrace.consumers")
 
 _BACKOFF_START_S, _BACKOFF_MAX_S = 0.5, 30.0  # a failed write is retried between these
+# How long one write attempt waits for the broker to acknowledge the batch's dead letters.
+_DEAD_LETTER_ACK_TIMEOUT_S = 30.0
+# How long one dead-letter send may wait for topic metadata or buffer space (kafka-python's
+# default is 60 s). Retries run on the loop's thread, which meanwhile does not poll.
+_DEAD_LETTER_MAX_BLOCK_MS = 10_000
 # How often a running consumer logs its counters (rows, batches, retries, dead letters, lag).
 STATS_LOG_INTERVAL_S = 30.0
 # Decoding allocates about ten containers per event; at the default threshold (700) the
@@ -69,34 +96,95 @@ def _fewer_gc_passes() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-class _Batch:
+class _Part:
+    """What a batch holds of one partition: rows, dead letters, the last offset taken."""
+
+    __slots__ = ("bytes", "dead_letters", "last_offset", "records", "rows")
+
     def __init__(self) -> None:
         self.rows = DecodedRows()
+        self.dead_letters: list[DeadLetter] = []
+        self.last_offset = -1
         self.records = 0
-        self.bytes = 0  # record values held (payload chunks reach ~1 MB each)
-        self.offsets: dict[TopicPartition, int] = {}
-        self.dead_letter_futures: list[Any] = []
-        self.started = time.monotonic()
+        self.bytes = 0
 
-    def add_offset(self, tp: TopicPartition, offset: int) -> None:
-        self.offsets[tp] = max(self.offsets.get(tp, -1), offset)
+
+class _Batch:
+    """Records taken in since the last hand-off, kept per partition.
+
+    Per partition, so that a rebalance can take out exactly the partitions it revokes.
+    """
+
+    def __init__(self) -> None:
+        self.parts: dict[TopicPartition, _Part] = {}
+        self.records = 0
+        self.row_count = 0
+        self.bytes = 0  # record values held (payload chunks reach ~1 MB each)
+        self.started = time.monotonic()
+        # Revoked while this batch was being written: its rows of them are written, but
+        # their offsets are no longer this member's to commit.
+        self.disowned: set[TopicPartition] = set()
+        # Rows written per table, once ClickHouse has taken them (a retry that only waits
+        # for dead letters does not insert them again).
+        self.written: dict[str, int] | None = None
+        self._rows: DecodedRows | None = None
+
+    def part(self, tp: TopicPartition) -> _Part:
+        part = self.parts.get(tp)
+        if part is None:
+            part = self.parts[tp] = _Part()
+        return part
+
+    def drop(self, revoked: set[TopicPartition]) -> int:
+        """Take the revoked partitions' records out of the batch; return how many."""
+        dropped = 0
+        for tp in revoked & self.parts.keys():
+            part = self.parts.pop(tp)
+            dropped += part.records
+            self.records -= part.records
+            self.row_count -= len(part.rows)
+            self.bytes -= part.bytes
+        return dropped
+
+    def dead_letters(self) -> list[DeadLetter]:
+        return [letter for part in self.parts.values() for letter in part.dead_letters]
+
+    def rows(self) -> DecodedRows:
+        """Every partition's rows in one set of lists (built once; the parts let go)."""
+        if self._rows is None:
+            parts = list(self.parts.values())
+            if len(parts) == 1:
+                self._rows = parts[0].rows
+            else:
+                self._rows = DecodedRows()
+                for part in parts:
+                    self._rows.extend(part.rows)
+            for part in parts:
+                part.rows = DecodedRows()
+        return self._rows
+
+    def offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What to commit: past the last record taken of every partition still owned."""
+        return {tp: OffsetAndMetadata(part.last_offset + 1, "", -1)
+                for tp, part in self.parts.items() if tp not in self.disowned}
 
 
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, owner: TelemetryConsumer) -> None:
         self._owner = owner
 
+    # kafka-python 3 runs these on its IO thread, while the loop's thread waits in poll()
+    # (or close()): the batches are not being changed meanwhile.
     def on_partitions_revoked(self, revoked: Any) -> None:
-        # kafka-python 3 runs this on its IO thread, where blocking calls (commit) are
-        # not allowed. Nothing is lost by dropping the unwritten batch instead: after an
-        # (eager) rebalance every partition restarts from its committed offset, so its
-        # records are fetched again, here or by their new owner. During a flush the
-        # outer flush owns the batch; its commit may then fail, and the replay of
-        # rows already written is deduplicated.
-        if not self._owner._flushing:  # noqa: SLF001 - the listener is the consumer's own part
-            self._owner._batch = _Batch()  # noqa: SLF001
+        self._owner._revoking(set(revoked))  # noqa: SLF001 - the listener is the consumer's own part
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        # Evicted from the group: every partition's position is dropped, and whoever owns
+        # it next (maybe this member) starts from the committed offset.
+        self._owner._release(set(lost))  # noqa: SLF001
 
     def on_partitions_assigned(self, assigned: Any) -> None:
+        self._owner._settle_revocations()  # noqa: SLF001
         self._owner._assigned.set()  # noqa: SLF001
         # The idle clock of --until-idle starts at the (first) assignment.
         self._owner._last_activity = time.monotonic()  # noqa: SLF001
@@ -121,7 +209,11 @@ class TelemetryConsumer:
         self._stop = threading.Event()
         self._assigned = threading.Event()
         self._batch = _Batch()
-        self._flushing = False
+        # Partitions let go since the last poll of the loop: the rest of that poll's
+        # records of theirs are not taken in (their new owner reads them).
+        self._released: set[TopicPartition] = set()
+        # Revoked by an eager rebalance that has not assigned partitions again yet.
+        self._revoked_pending: set[TopicPartition] = set()
         # The batch being inserted on the writer thread, and its write.
         self._in_flight: tuple[_Batch, Future[dict[str, int]]] | None = None
         self._write_thread = ThreadPoolExecutor(max_workers=1,
@@ -132,6 +224,8 @@ class TelemetryConsumer:
         self._last_activity = self._last_report = time.monotonic()
         # When the loop last polled Kafka (also while backing off); read by consumers/health.py.
         self.last_poll_monotonic: float | None = None
+        # Set while dead letters keep failing (nothing can be committed); read by health.py.
+        self.stall: Stall | None = None
         self._decoders: dict[str, Callable[[bytes], DecodedRows]] = {
             config.spans_topic: decode_spans,
             config.metrics_topic: decode_metrics,
@@ -154,7 +248,8 @@ class TelemetryConsumer:
         self._consumer = KafkaConsumer(**settings)
         self._producer = KafkaProducer(
             **config.kafka_settings(), client_id="guardtrace-dlq",
-            acks="all", linger_ms=5, max_request_size=MAX_RECORD_BYTES + 1024 * 1024)
+            acks="all", linger_ms=5, max_request_size=MAX_RECORD_BYTES + 1024 * 1024,
+            max_block_ms=_DEAD_LETTER_MAX_BLOCK_MS)
         self._consumer.subscribe(list(config.topics), listener=_Rebalance(self))
 
     # -- control -----------------------------------------------------------------------
@@ -180,10 +275,13 @@ class TelemetryConsumer:
                         self._finish_in_flight(retry=True)
                     wait_s = max(0.0, self.config.batch_max_seconds
                                  - (time.monotonic() - self._batch.started))
+                    self._released.clear()
                     polled = self._poll(timeout_ms=int(min(wait_s, 0.5) * 1000) or 1)
                     got = 0
                     for tp, records in polled.items():
                         for record in records:
+                            if tp in self._released:
+                                break  # revoked while a hand-off polled (see _release)
                             self._accept(tp, record)
                             got += 1
                             if self._batch_full():
@@ -216,16 +314,21 @@ class TelemetryConsumer:
         return self.stats
 
     def _batch_full(self) -> bool:
-        return (len(self._batch.rows) >= self.config.batch_max_rows
+        return (self._batch.row_count >= self.config.batch_max_rows
                 or self._batch.bytes >= self.config.batch_max_bytes)
 
     # -- per record --------------------------------------------------------------------
     def _accept(self, tp: TopicPartition, record: Any) -> None:
         self.stats.records += 1
-        self._batch.records += 1
-        self._batch.add_offset(tp, record.offset)
+        batch = self._batch
+        part = batch.part(tp)
+        batch.records += 1
+        part.records += 1
+        part.last_offset = max(part.last_offset, record.offset)
         value = record.value
-        self._batch.bytes += len(value or b"")
+        size = len(value or b"")
+        batch.bytes += size
+        part.bytes += size
         try:
             if value is None:
                 raise PoisonRecord("record has no value (tombstone)")
@@ -236,21 +339,24 @@ class TelemetryConsumer:
             decoder = self._decoders.get(tp.topic)
             if decoder is None:
                 raise PoisonRecord(f"no decoder for topic {tp.topic}")
-            self._batch.rows.extend(decoder(value))
+            rows = decoder(value)
+            part.rows.extend(rows)
+            batch.row_count += len(rows)
         except PoisonRecord as exc:
-            self._dead_letter(tp, record, str(exc))
+            self._dead_letter(tp, part, record, str(exc))
         except Exception as exc:  # noqa: BLE001 - an unexpected decoder bug is poison too
-            self._dead_letter(tp, record, f"decoder error: {type(exc).__name__}: {exc}")
+            self._dead_letter(tp, part, record,
+                              f"decoder error: {type(exc).__name__}: {exc}")
 
-    def _dead_letter(self, tp: TopicPartition, record: Any, reason: str) -> None:
+    def _dead_letter(self, tp: TopicPartition, part: _Part, record: Any, reason: str) -> None:
         logger.warning("dead-lettering %s[%d]@%d: %s", tp.topic, tp.partition, record.offset,
                        reason)
-        self._batch.dead_letter_futures.append(self._producer.send(
-            self.config.dead_letter_topic, key=record.key, value=dead_letter_value(record),
-            headers=dead_letter_headers(tp, record, reason)))
+        # Sent when the batch is written, off this thread (a send can wait for metadata).
+        part.dead_letters.append(DeadLetter(tp, record, reason))
         # The same fact as a row, so the health page can count and show it; written with
         # the batch, before the commit.
-        self._batch.rows.dead_letters.append(dead_letter_row(tp, record, reason))
+        part.rows.dead_letters.append(dead_letter_row(tp, record, reason))
+        self._batch.row_count += 1
         kind = reason_kind(reason)
         self.stats.dead_letters += 1
         self.stats.dead_letter_reasons[kind] = self.stats.dead_letter_reasons.get(kind, 0) + 1
@@ -272,17 +378,26 @@ class TelemetryConsumer:
         return self._finish_in_flight(retry)
 
     def _write(self, batch: _Batch) -> dict[str, int]:
-        """Insert the batch and see its dead letters acknowledged; raise on any failure."""
-        written = self.writer.write(batch.rows) if len(batch.rows) else {}
-        for future in batch.dead_letter_futures:
-            future.get(timeout=30)
-        # Written: the commit needs only the offsets. Empty the row lists now, because
-        # clickhouse-connect's insert context keeps the list it was given in a reference
-        # cycle (it stores a bound method of itself), so each batch, payload bodies and
-        # all, would otherwise live on until the cyclic GC came round (found measuring
-        # payload_throughput: the Python heap held about three batches of bodies).
-        batch.rows.clear()
-        return written
+        """Insert the batch and see its dead letters acknowledged; raise on any failure.
+
+        Called again for a batch that failed: dead letters whose send failed are sent
+        again, and rows ClickHouse has taken are not inserted again.
+        """
+        letters = batch.dead_letters()
+        # Sent first, so the broker acknowledges them while ClickHouse inserts.
+        send_dead_letters(self._producer, self.config.dead_letter_topic, letters)
+        if batch.written is None:
+            rows = batch.rows()
+            batch.written = self.writer.write(rows) if len(rows) else {}
+            # Written: the commit needs only the offsets. Empty the row lists now, because
+            # clickhouse-connect's insert context keeps the list it was given in a
+            # reference cycle (it stores a bound method of itself), so each batch, payload
+            # bodies and all, would otherwise live on until the cyclic GC came round
+            # (found measuring payload_throughput: the Python heap held about three
+            # batches of bodies).
+            rows.clear()
+        await_dead_letters(letters, _DEAD_LETTER_ACK_TIMEOUT_S)
+        return batch.written
 
     def _finish_in_flight(self, retry: bool) -> bool:
         """Wait for the batch in flight, retrying it here if it failed, and commit it.
@@ -293,14 +408,16 @@ class TelemetryConsumer:
         """
         if self._in_flight is not None:
             batch, write = self._in_flight
-            self._in_flight = None
             try:
                 written: dict[str, int] | None = write.result()
             except Exception as exc:  # noqa: BLE001 - any failure: keep and retry
+                # Still in flight meanwhile: a rebalance during the retry disowns it too.
                 written = self._write_with_retry(batch, retry, exc)
+            self._in_flight = None
             if written is None:
                 self._abandoned = True
             else:
+                self.stall = None
                 self._commit(batch, written)
         if self._abandoned:
             self._batch = _Batch()
@@ -311,9 +428,9 @@ class TelemetryConsumer:
         """Retry a batch whose write failed until it is written; None if abandoned."""
         backoff = _BACKOFF_START_S
         paused = False
-        self._flushing = True
         try:
             while True:
+                self._note_stall(failure)
                 if not retry or self._stop.is_set():
                     logger.error("batch of %d records not written (%r); abandoned "
                                  "uncommitted, it will be replayed", batch.records, failure)
@@ -331,20 +448,64 @@ class TelemetryConsumer:
                 except Exception as exc:  # noqa: BLE001
                     failure = exc
         finally:
-            self._flushing = False
             if paused:
                 self._consumer.resume(*self._consumer.paused())
 
+    def _note_stall(self, failure: Exception) -> None:
+        """Report a stall while dead letters fail; a ClickHouse outage is not one."""
+        if not isinstance(failure, DeadLetterNotDelivered):
+            self.stall = None
+            return
+        since = self.stall.since_monotonic if self.stall is not None else time.monotonic()
+        self.stall = Stall(f"dead letters to {self.config.dead_letter_topic} are not "
+                           f"acknowledged, so no offset is committed: {failure}"[:1000], since)
+
+    def _revoking(self, revoked: set[TopicPartition]) -> None:
+        """A rebalance revokes partitions: let go of those already gone, note the others.
+
+        Cooperative rebalancing calls this once the partitions are gone. Eager
+        rebalancing calls it with every partition, before the new assignment: those it
+        assigns again keep their fetch position (and so their rows), only the others go.
+        """
+        still_assigned = revoked & self._consumer.assignment()
+        self._revoked_pending |= still_assigned
+        self._release(revoked - still_assigned)
+
+    def _settle_revocations(self) -> None:
+        """Partitions assigned: let go of the revoked ones that did not come back."""
+        if self._revoked_pending:
+            gone = self._revoked_pending - self._consumer.assignment()
+            self._revoked_pending = set()
+            self._release(gone)
+
+    def _release(self, gone: set[TopicPartition]) -> None:
+        """Partitions no longer this member's: forget their records, commit none of theirs.
+
+        Their owner fetches them from the committed offset, so the rows dropped here are
+        read again, not lost, and not written twice.
+        """
+        if not gone:
+            return
+        self._released |= gone
+        dropped = self._batch.drop(gone)
+        if self._in_flight is not None:
+            self._in_flight[0].disowned |= gone
+        if dropped:
+            logger.info("partitions revoked: %d unwritten records of theirs left to their "
+                        "new owner", dropped)
+
     def _commit(self, batch: _Batch, written: dict[str, int]) -> None:
+        # Empty when every partition of the batch was revoked while it was written.
+        offsets = batch.offsets()
         try:
-            self._consumer.commit({tp: OffsetAndMetadata(offset + 1, "", -1)
-                                   for tp, offset in batch.offsets.items()})
+            if offsets:
+                self._consumer.commit(offsets)
         except Exception as exc:  # noqa: BLE001 - e.g. partitions moved during the write
             logger.warning("rows written but offsets not committed (%r); the next owner of "
                            "these partitions replays them, and the replay is deduplicated",
                            exc)
         else:
-            self.stats.commits += 1
+            self.stats.commits += bool(offsets)
         self.stats.batches += 1
         for table, count in written.items():
             self.stats.rows_written[table] = self.stats.rows_written.get(table, 0) + count
