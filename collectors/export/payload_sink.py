@@ -9,6 +9,12 @@ Size policy (also in the README): a body up to ``payload_limit_bytes`` is kept w
 split into chunks of at most one Kafka message each, which the consumer stores as rows
 and queries reassemble. A larger body is cut at the limit and marked truncated with its
 original size and sha256.
+
+A chunk whose ``send()`` raises (kafka-python found no metadata or buffer space within
+its ``max_block_ms``) is tried again a few times: giving up on chunk k leaves the chunks
+before it stored as a payload that can never be whole. When it still fails the payload
+is counted as dropped (``send_failed``), once, and readers report it incomplete; a
+payload whose chunks fail in delivery is likewise counted once (``delivery_failed``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+from kafka.errors import KafkaError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
@@ -44,6 +51,12 @@ _HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_PAYLOAD)]
 # the benchmark's VM, more than the rest of the enqueue. It is also the most a payload
 # waits for the worker to notice it while payloads keep coming.
 _LINGER_S = 0.005
+# A chunk send that raises a retriable error is tried this many times in all, waiting
+# _CHUNK_RETRY_BACKOFF_S, then twice that, ... between tries (0.25 + 0.5 + 1 s), on top
+# of the producer's own max_block_ms each time: long enough for a leader election or a
+# full buffer to pass, short enough that the queue behind it only fills meanwhile.
+_CHUNK_SEND_ATTEMPTS = 4
+_CHUNK_RETRY_BACKOFF_S = 0.25
 
 
 class _Pending(NamedTuple):
@@ -262,17 +275,37 @@ class KafkaPayloadSink:
             body_bytes=body_bytes, body_sha256=sha, truncated=truncated,
             redactions=redactions, attributes=attributes))
         key = item.request_id.encode("utf-8")
-        for message in messages:
+        delivery = _Delivery()
+        for index, message in enumerate(messages):
             try:
-                future = kafka.send(self._config.payloads_topic, key=key, value=message,
-                                    headers=_HEADERS)
+                future = self._send_chunk(kafka, key, message)
             except Exception as exc:  # noqa: BLE001
-                log_rate_limited("payload-send", "guardtrace payload not queued for Kafka: %r",
-                                 exc)
+                # The chunks before this one are on their way: the payload is stored
+                # incomplete, which its readers report (store/request_queries.py).
+                log_rate_limited("payload-send", "guardtrace payload chunk %d of %d not "
+                                 "queued for Kafka: %r; the payload is incomplete",
+                                 index + 1, len(messages), exc)
                 self._dropped("send_failed")
                 return
-            future.add_errback(self._delivery_failed)
+            future.add_errback(delivery.failed)
         count_internal(names.METRIC_PAYLOADS_SENT, 1, {})
+
+    def _send_chunk(self, kafka: Any, key: bytes, message: bytes) -> Any:
+        """Send one chunk record, trying again while ``send()`` raises a retriable error.
+
+        Raises:
+            Exception: the last error, when the tries ran out or the error is final.
+        """
+        attempt, backoff = 1, _CHUNK_RETRY_BACKOFF_S
+        while True:
+            try:
+                return kafka.send(self._config.payloads_topic, key=key, value=message,
+                                  headers=_HEADERS)
+            except KafkaError as exc:
+                if not exc.retriable or attempt >= _CHUNK_SEND_ATTEMPTS or self._shutdown:
+                    raise
+            time.sleep(backoff)  # the worker's own thread: no caller waits on it
+            attempt, backoff = attempt + 1, backoff * 2
 
     def _encode_chunks(self, data: bytes, truncated: bool, template: PayloadRecord) -> list[bytes]:
         """Encode ``data`` as chunk records that each fit in one Kafka message.
@@ -297,10 +330,31 @@ class KafkaPayloadSink:
                                  "-byte message limit")
             chunk_bytes //= 2
 
-    def _delivery_failed(self, exc: BaseException) -> None:
-        log_rate_limited("payload-deliver", "guardtrace payload chunk not delivered: %r", exc)
-        self._dropped("delivery_failed")
-
     @staticmethod
     def _dropped(reason: str) -> None:
-        count_internal(names.METRIC_PAYLOADS_DROPPED, 1, {names.ATTR_REASON: reason})
+        _count_dropped(reason)
+
+
+def _count_dropped(reason: str) -> None:
+    count_internal(names.METRIC_PAYLOADS_DROPPED, 1, {names.ATTR_REASON: reason})
+
+
+class _Delivery:
+    """Counts a payload lost in delivery once, however many of its chunks fail.
+
+    The errback of every chunk's future; kafka-python calls them on its sender thread,
+    one at a time.
+    """
+
+    __slots__ = ("_failed",)
+
+    def __init__(self) -> None:
+        self._failed = False
+
+    def failed(self, exc: BaseException) -> None:
+        if self._failed:
+            return
+        self._failed = True
+        log_rate_limited("payload-deliver", "guardtrace payload chunk not delivered: %r; "
+                         "the payload is incomplete", exc)
+        _count_dropped("delivery_failed")
