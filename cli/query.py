@@ -106,7 +106,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 # -- payload -------------------------------------------------------------------------------
 def cmd_payload(args: argparse.Namespace) -> int:
-    from ..store.queries import request_payloads
+    from ..store.queries import PayloadIntegrity, request_payloads
 
     request_id = args.request_id
     client, database = _open(args)
@@ -122,7 +122,8 @@ def cmd_payload(args: argparse.Namespace) -> int:
                       "timestamp": p.timestamp, "trace_id": p.trace_id, "span_id": p.span_id,
                       "body": p.body, "body_bytes": p.body_bytes, "body_sha256": p.body_sha256,
                       "truncated": p.truncated, "redactions": p.redactions,
-                      "attributes": p.attributes, "complete": p.complete}
+                      "attributes": p.attributes, "complete": p.complete,
+                      "integrity": p.integrity, "problem": p.problem}
                      for p in payloads])
         return 0
     for payload in payloads:
@@ -134,6 +135,9 @@ def cmd_payload(args: argparse.Namespace) -> int:
                          f"{payload.body_sha256[:16]}…)")
         if not payload.complete:
             marks.append(f"INCOMPLETE ({payload.chunks_present}/{payload.chunk_count} chunks)")
+        elif payload.integrity is PayloadIntegrity.CHECKSUM_MISMATCH:
+            marks.append(f"CHECKSUM MISMATCH (not the body sent: {payload.body_bytes:,} bytes, "
+                         f"sha256 {payload.body_sha256[:16]}…)")
         print(terminal_safe(f"=== {payload.kind}  {payload.timestamp:%Y-%m-%d %H:%M:%S} UTC  "
                             f"{payload.body_bytes:,} bytes  {payload.payload_id}"
                             + (f"  [{'; '.join(marks)}]" if marks else "")))

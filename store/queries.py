@@ -38,6 +38,7 @@ from .pipeline_queries import (
 from .request_queries import (
     OUTCOMES,
     Payload,
+    PayloadIntegrity,
     RequestNotFound,
     RequestSummary,
     Trace,
@@ -53,10 +54,10 @@ from .request_queries import (
 
 __all__ = [
     "AGENT_LABELLED_METRICS", "COUNTED_TABLES", "DROP_METRICS", "OUTCOMES", "AgentRanking",
-    "Headline", "LabelUsage", "Payload", "RequestNotFound", "RequestSummary", "Trace",
-    "TraceEvent", "TraceSpan", "collector_drops", "dead_letter_summary", "event_counts",
-    "event_rates", "event_totals", "find_request", "headline_rates", "label_usage",
-    "modules", "recent_dead_letters", "recent_requests", "request_payloads",
-    "request_trace", "require_request", "requests_seen", "rows_written_per_minute",
-    "table_counts", "top_agents", "validate_request_id",
+    "Headline", "LabelUsage", "Payload", "PayloadIntegrity", "RequestNotFound", "RequestSummary",
+    "Trace", "TraceEvent", "TraceSpan", "collector_drops", "dead_letter_summary", "event_counts",
+    "event_rates", "event_totals", "find_request", "headline_rates", "label_usage", "modules",
+    "recent_dead_letters", "recent_requests", "request_payloads", "request_trace",
+    "require_request", "requests_seen", "rows_written_per_minute", "table_counts", "top_agents",
+    "validate_request_id",
 ]

@@ -3,22 +3,29 @@
 A request page first reads the request-id lookup ``requests`` (time range, trace ids),
 then only that request's rows: ``span_events`` and ``payloads`` are ordered by request
 id and ``spans`` by trace id, so each read is a primary-key range.
+
+A payload's chunks are reassembled and the body checked against the size and sha256
+the agent recorded before it split the body (:class:`PayloadIntegrity`): a payload with
+chunks missing, or whose chunks do not add up to what was sent, is returned with that
+state and a sentence saying so (:attr:`Payload.problem`), never as if it were whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from ..schemas import names
 from ..schemas.request_ids import validate_request_id
 from .query_sql import rows, sql, utc
 
-__all__ = ["OUTCOMES", "Payload", "RequestNotFound", "RequestSummary", "Trace", "TraceEvent",
-           "TraceSpan", "find_request", "recent_requests", "request_payloads",
-           "request_trace", "require_request", "validate_request_id"]
+__all__ = ["OUTCOMES", "Payload", "PayloadIntegrity", "RequestNotFound", "RequestSummary",
+           "Trace", "TraceEvent", "TraceSpan", "find_request", "recent_requests",
+           "request_payloads", "request_trace", "require_request", "validate_request_id"]
 # validate_request_id is the one request-id rule (the hooks store ids by it too), in
 # schemas.request_ids; re-exported here for the readers.
 
@@ -166,9 +173,25 @@ class Trace:
         return items
 
 
+class PayloadIntegrity(StrEnum):
+    """What a reader can vouch for in a reassembled payload body."""
+
+    # Every chunk is stored and the body has the size and sha256 the agent recorded.
+    VERIFIED = "verified"
+    # Chunks are missing (still in flight, or lost on the way): the body is partial.
+    INCOMPLETE = "incomplete"
+    # Every chunk is stored, yet the body is not what the agent sent: it is corrupt.
+    CHECKSUM_MISMATCH = "checksum mismatch"
+    # Cut at the collector's payload limit: the recorded size and sha256 are those of the
+    # original body, which is not stored, so there is nothing to compare.
+    TRUNCATED = "truncated"
+    # No sha256 recorded (a producer other than guardtrace's collector).
+    UNCHECKED = "unchecked"
+
+
 @dataclass(frozen=True)
 class Payload:
-    """One debug payload, its chunks reassembled."""
+    """One debug payload, its chunks reassembled and checked (see :attr:`integrity`)."""
 
     payload_id: str
     request_id: str
@@ -184,11 +207,40 @@ class Payload:
     attributes: dict[str, str]
     chunks_present: int
     chunk_count: int
+    integrity: PayloadIntegrity
 
     @property
     def complete(self) -> bool:
         """Every chunk has arrived (a payload still in flight has gaps)."""
         return self.chunks_present == self.chunk_count
+
+    @property
+    def problem(self) -> str | None:
+        """Why the body cannot be trusted as what the agent sent, or None."""
+        if self.integrity is PayloadIntegrity.INCOMPLETE:
+            return (f"payload incomplete: {self.chunks_present} of {self.chunk_count} chunks "
+                    "stored; the body is partial")
+        if self.integrity is PayloadIntegrity.CHECKSUM_MISMATCH:
+            return (f"checksum mismatch: the reassembled body "
+                    f"({len(self.body.encode('utf-8')):,} bytes) is not the one the agent "
+                    f"sent ({self.body_bytes:,} bytes, sha256 {self.body_sha256}); the body "
+                    "is corrupt")
+        return None
+
+
+def _integrity(body: str, body_bytes: int, body_sha256: str, truncated: bool,
+                      chunks_present: int, chunk_count: int) -> PayloadIntegrity:
+    """Check a reassembled body against what the agent recorded before splitting it."""
+    if chunks_present < chunk_count:
+        return PayloadIntegrity.INCOMPLETE
+    if truncated:
+        return PayloadIntegrity.TRUNCATED
+    if not body_sha256:
+        return PayloadIntegrity.UNCHECKED
+    data = body.encode("utf-8")
+    if len(data) != body_bytes or hashlib.sha256(data).hexdigest() != body_sha256.lower():
+        return PayloadIntegrity.CHECKSUM_MISMATCH
+    return PayloadIntegrity.VERIFIED
 
 
 def find_request(client: Any, database: str, request_id: str) -> RequestSummary | None:
@@ -237,12 +289,17 @@ def request_payloads(client: Any, database: str, request_id: str,
     payloads = []
     for payload_id, chunks in grouped.items():
         first = chunks[0]
+        body = "".join(chunk[7] for chunk in chunks)
+        body_bytes, body_sha256, truncated = int(first[8]), first[9], bool(first[10])
+        chunk_count = int(first[6])
         payloads.append(Payload(
             payload_id=payload_id, request_id=request_id, kind=first[1],
-            timestamp=utc(first[2]), trace_id=first[3], span_id=first[4],
-            body="".join(chunk[7] for chunk in chunks), body_bytes=int(first[8]),
-            body_sha256=first[9], truncated=bool(first[10]), redactions=int(first[11]),
-            attributes=dict(first[12]), chunks_present=len(chunks), chunk_count=int(first[6])))
+            timestamp=utc(first[2]), trace_id=first[3], span_id=first[4], body=body,
+            body_bytes=body_bytes, body_sha256=body_sha256, truncated=truncated,
+            redactions=int(first[11]), attributes=dict(first[12]), chunks_present=len(chunks),
+            chunk_count=chunk_count,
+            integrity=_integrity(body, body_bytes, body_sha256, truncated, len(chunks),
+                                 chunk_count)))
     return payloads
 
 
