@@ -166,7 +166,7 @@ def setup_problems(settings: AccessSettings, providers: tuple[str, ...],
                         f"{env.DASHBOARD_ALLOWED_DOMAINS.name}: without an allow-list anyone "
                         "with an account at the provider could read the dashboard")
     if providers and settings.has_allow_list and not oidc_library:
-        problems.append("OIDC sign-in (st.login) needs Authlib: pip install 'Authlib>=1.3.2'")
+        problems.append("OIDC sign-in (st.login) needs Authlib: pip install 'guardtrace[oidc]'")
     return problems
 
 
