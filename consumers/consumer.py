@@ -321,7 +321,7 @@ class TelemetryConsumer:
     def _accept(self, tp: TopicPartition, record: Any) -> None:
         self.stats.records += 1
         batch = self._batch
-        part = batch.part(tp)
+        part = batch.parts.get(tp) or batch.part(tp)  # the lookup inline: once per record
         batch.records += 1
         part.records += 1
         part.last_offset = max(part.last_offset, record.offset)
