@@ -89,6 +89,10 @@ def _show_payload(payload: queries.Payload, index: int) -> None:
         if not payload.complete:
             st.warning(f"Incomplete: {payload.chunks_present} of {payload.chunk_count} chunks "
                        "have arrived.")
+        elif payload.integrity is queries.PayloadIntegrity.CHECKSUM_MISMATCH:
+            # The chunks are all there but the body is not the one the agent sent.
+            alert("error", "Checksum mismatch: this body is not the one the agent sent.",
+                  payload.problem)
         if payload.attributes:
             st.json(payload.attributes, expanded=False)
         shown = payload.body[:SHOWN_BODY_CHARS]

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
+from streamlit.testing.v1 import AppTest
 
 from guardtrace import cli
 from guardtrace.collectors.config import CollectorConfig
@@ -33,6 +34,7 @@ from guardtrace.collectors.emit.redaction import Redactor
 from guardtrace.collectors.emit.telemetry import internal_totals
 from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.collectors.export.payload_sink import KafkaPayloadSink, split_utf8
+from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import PayloadRecord, decode, encode
 from guardtrace.store.queries import Payload, PayloadIntegrity, request_payloads
@@ -40,6 +42,7 @@ from guardtrace.store.queries import Payload, PayloadIntegrity, request_payloads
 from .conftest import Pipeline
 
 KIND = names.PAYLOAD_KIND_FABRICATION
+DASHBOARD_APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 MESSAGE_BYTES = 32_768  # the smallest max_message_bytes the collector accepts: many chunks
 SEND_FAILED = f"{names.METRIC_PAYLOADS_DROPPED}{{send_failed}}"
 
@@ -172,3 +175,22 @@ def test_readers_return_a_payload_whole_and_verified_or_say_what_is_wrong(
     assert "CHECKSUM MISMATCH" in capsys.readouterr().out.splitlines()[0]
     assert cli.main(["payload", "req-lost", *store]) == 0
     assert f"INCOMPLETE (2/{lost.chunk_count} chunks)" in capsys.readouterr().out
+
+
+def test_the_request_page_says_a_body_is_not_the_one_sent(
+        pipeline: Pipeline, chdb_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = KafkaProducer(bootstrap_servers=pipeline.bootstrap)
+    for message in corrupt_payload_messages("req-corrupt-page", text(5, 30_000)):
+        raw.send(pipeline.topics.payloads, key=b"req-corrupt-page", value=message)
+    raw.close()
+    assert pipeline.consume_until_idle(idle_s=3).dead_letters == 0
+    monkeypatch.setenv(env.CLICKHOUSE_URL.name, f"chdb://{chdb_dir}")
+    monkeypatch.setenv(env.CLICKHOUSE_DATABASE.name, pipeline.database)
+    monkeypatch.delenv(env.DASHBOARD_CLICKHOUSE_URL.name, raising=False)
+    app = AppTest.from_file(str(DASHBOARD_APP), default_timeout=60)
+    app.query_params["request_id"] = "req-corrupt-page"
+    at = app.switch_page("views/requests.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("Checksum mismatch") for e in errors), errors
+    assert any(t.value.startswith("checksum mismatch") for t in at.text)
