@@ -21,6 +21,11 @@ Accepted shapes, as plain dicts (JSON) or SDK objects (attribute access):
   (``response.output_item.added`` / ``.done`` items, the response of
   ``response.completed``), Anthropic stream events (``content_block_start`` blocks, the
   message of ``message_start`` and of the helper's ``message_stop``).
+* Framework messages: LangChain ``AIMessage`` / ``AIMessageChunk`` (``tool_calls[].name``,
+  ``tool_call_chunks[].name``), Pydantic AI ``ModelResponse`` (``parts`` of kind
+  ``tool-call`` / ``builtin-tool-call`` by ``tool_name``), LlamaIndex ``ChatMessage`` /
+  ``ChatResponse`` (OpenAI-shaped ``additional_kwargs["tool_calls"]``, ``tool_call``
+  blocks by ``tool_name``).
 * A list or tuple of any of these (a turn's messages): the names of all of them.
 
 A stream itself (an OpenAI or Anthropic ``Stream``, a stream helper or its manager, any
@@ -30,11 +35,11 @@ reading it after the agent finds it empty. The message names the stream and says
 to pass instead (the chunks collected while consuming it, or the final response).
 
 A shape that is recognisably a response or message but holds no tool calls gives ``[]``,
-and so does an unknown mapping or object (a ``tool`` role message, a ``tool_result``
-block): an adapter that raised on every unfamiliar message would break the agent for
-the sake of its observability. Values that cannot be a response at all (None, strings,
-bytes, numbers) raise :class:`GuardInputError`, because they mean the caller passed the
-wrong variable.
+and so does a mapping of any keys (a ``tool`` role message, a ``tool_result`` block:
+transcripts are loosely typed JSON). An object with none of the fields any of these
+shapes has raises :class:`GuardInputError` naming its type, and so do values that cannot
+be a response at all (None, strings, bytes, numbers): they mean the caller passed the
+wrong variable, and a silent ``[]`` would read as "no tool fired".
 """
 
 from __future__ import annotations
@@ -209,6 +214,51 @@ def _anthropic(obj: Any, out: list[str]) -> None:
     _anthropic_block(obj, out)  # a single content block
 
 
+# Pydantic AI's ModelResponse parts that call a tool, by `part_kind`.
+_PYDANTIC_AI_CALL_PARTS = frozenset({"tool-call", "builtin-tool-call"})
+# LlamaIndex content blocks that call a tool, by `block_type`.
+_LLAMA_INDEX_CALL_BLOCKS = frozenset({"tool_call"})
+# Fields one of which every shape read here has: an object with none of them is not a
+# model response, message or event, whatever it is.
+_KNOWN_FIELDS = ("choices", "output", "type", "message", "content", "tool_calls",
+                 "function_call", "delta", "chunk", "item", "response", "content_block",
+                 "role", "parts", "blocks", "additional_kwargs", "tool_call_chunks")
+
+
+def _framework(obj: Any, out: list[str]) -> None:
+    """LangChain, Pydantic AI and LlamaIndex messages (see the module docstring)."""
+    if not isinstance(obj, Mapping):
+        # LangChain: AIMessage.tool_calls holds {"name", "args", "id"} dicts (an
+        # AIMessageChunk also has tool_call_chunks, the name in the first chunk).
+        for field in ("tool_calls", "tool_call_chunks"):
+            calls = getattr(obj, field, None)
+            if _is_sequence(calls):
+                out.extend(name for call in calls if (name := _name(call)))
+    parts = _get(obj, "parts")
+    if _is_sequence(parts):
+        out.extend(name for part in parts
+                   if _get(part, "part_kind") in _PYDANTIC_AI_CALL_PARTS
+                   and isinstance(name := _get(part, "tool_name"), str) and name)
+    message = _get(obj, "message")  # a LlamaIndex ChatResponse
+    for holder in (obj, message) if message is not None else (obj,):
+        extra = _get(holder, "additional_kwargs")
+        if isinstance(extra, Mapping):
+            _openai_message(extra, out)
+        blocks = _get(holder, "blocks")
+        if _is_sequence(blocks):
+            out.extend(name for block in blocks
+                       if _get(block, "block_type") in _LLAMA_INDEX_CALL_BLOCKS
+                       and isinstance(name := _get(block, "tool_name"), str) and name)
+
+
+def _check_known(obj: Any) -> None:
+    if isinstance(obj, Mapping) or _is_sequence(obj):
+        return
+    if not any(getattr(obj, field, None) is not None for field in _KNOWN_FIELDS):
+        raise GuardInputError(f"{_EXPECTED}, got {_type_name(obj)}, which has none of the "
+                              f"fields of one ({', '.join(_KNOWN_FIELDS[:6])}, ...)")
+
+
 def _collect(obj: Any, reader: Any) -> list[str]:
     _check_type(obj)
     out: list[str] = []
@@ -219,6 +269,7 @@ def _collect(obj: Any, reader: Any) -> list[str]:
         if item is None or isinstance(item, (str, bytes)):
             continue
         _refuse_stream(item)  # a list of streams is as unreadable as one
+        _check_known(item)
         reader(item, out)
     return list(dict.fromkeys(out))
 
@@ -260,22 +311,27 @@ def tool_names_from_anthropic(message: Any) -> list[str]:
 
 
 def tool_names_fired(response: Any) -> list[str]:
-    """Tool names from an OpenAI or Anthropic response, whichever it is.
+    """Tool names from an OpenAI, Anthropic, LangChain, Pydantic AI or LlamaIndex
+    response or message, whichever it is.
 
-    Both readers run and their names are merged: the shapes do not overlap (OpenAI has
-    ``choices``/``output``/``tool_calls``, Anthropic has ``tool_use`` blocks), so a
-    mixed transcript is read correctly too.
+    Every reader runs and their names are merged: the shapes do not overlap (OpenAI has
+    ``choices``/``output``/``tool_calls`` of functions, Anthropic has ``tool_use``
+    blocks, the frameworks have their own fields), so a mixed transcript is read
+    correctly too.
 
     Args:
         response: Anything :func:`tool_names_from_openai` or
-            :func:`tool_names_from_anthropic` accepts.
+            :func:`tool_names_from_anthropic` accepts, or a framework message (see the
+            module docstring), or a list of them.
 
     Returns:
         Distinct tool names in order of first appearance; ``[]`` when none.
 
     Raises:
-        GuardInputError: ``response`` is None, a string, bytes or a number, or a stream:
-            the message names it and what to pass instead.
+        GuardInputError: ``response`` is None, a string, bytes or a number, an object
+            with none of the fields of a response, or a stream: the message names it
+            and what to pass instead.
     """
     return list(dict.fromkeys(tool_names_from_openai(response)
-                              + tool_names_from_anthropic(response)))
+                              + tool_names_from_anthropic(response)
+                              + _collect(response, _framework)))

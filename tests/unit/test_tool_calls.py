@@ -149,9 +149,17 @@ def test_malformed_entries_inside_a_known_shape_are_skipped() -> None:
     assert tool_names_from_anthropic(blocks) == ["grep"]
 
 
-@pytest.mark.parametrize("unknown", [{}, {"foo": 1}, NS(), object(), [], ()])
-def test_unknown_shapes_give_no_names(unknown: Any) -> None:
+@pytest.mark.parametrize("unknown", [{}, {"foo": 1}, [], ()])
+def test_mappings_and_empty_lists_of_any_shape_give_no_names(unknown: Any) -> None:
     assert tool_names_fired(unknown) == []
+
+
+@pytest.mark.parametrize("unknown", [NS(), object()])
+@pytest.mark.parametrize("adapter", [tool_names_fired, tool_names_from_openai,
+                                     tool_names_from_anthropic])
+def test_objects_with_no_field_of_a_response_are_errors(unknown: Any, adapter: Any) -> None:
+    with pytest.raises(GuardInputError, match="which has none of the fields"):
+        adapter(unknown)
 
 
 @pytest.mark.parametrize("wrong", [None, "write_file", b"{}", 3, 2.5, True])
@@ -284,3 +292,69 @@ def test_anthropic_stream_events_are_read() -> None:
         helper_events = list(helper)
     stops = [e for e in helper_events if e.type == "message_stop"]
     assert tool_names_fired(stops) == ["get_weather"]
+
+
+# --- framework messages: never a silent [] ------------------------------------------------
+def test_langchain_messages_are_read() -> None:
+    from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
+
+    called = AIMessage(content="", tool_calls=[
+        {"name": "get_weather", "args": {"city": "Oslo"}, "id": "c1"}])
+    assert tool_names_fired(called) == ["get_weather"]
+    turn = [HumanMessage("Oslo?"), called, ToolMessage("sunny", tool_call_id="c1"),
+            AIMessage("It is sunny in Oslo.")]
+    assert tool_names_fired(turn) == ["get_weather"]
+    # A streamed chunk names the tool in its first tool-call chunk.
+    chunk = AIMessageChunk(content="", tool_call_chunks=[
+        {"name": "search_flights", "args": '{"to": "OSL"', "id": "c2", "index": 0}])
+    assert tool_names_fired(chunk) == ["search_flights"]
+    assert tool_names_fired(AIMessage("No tool needed.")) == []
+
+
+def test_pydantic_ai_messages_are_read() -> None:
+    from pydantic_ai.messages import (
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    response = ModelResponse(parts=[TextPart("Checking."),
+                                    ToolCallPart(tool_name="get_weather", args={"city": "Oslo"})])
+    assert tool_names_fired(response) == ["get_weather"]
+    # A tool's return names the tool too, but it is not a call.
+    answered = ModelRequest(parts=[UserPromptPart("Oslo?"),
+                                   ToolReturnPart(tool_name="book_flight", content="ok")])
+    assert tool_names_fired([answered, response]) == ["get_weather"]
+    assert tool_names_fired(answered) == []
+
+
+def test_llama_index_messages_are_read() -> None:
+    # llama-index-core (numpy, nltk, sqlalchemy ...) is not installed for one shape: these
+    # mirror its ChatMessage / ChatResponse / ToolCallBlock fields (llama_index.core.base.
+    # llms.types, 0.14): blocks with block_type "tool_call" and tool_name, and the
+    # OpenAI integration's calls in additional_kwargs["tool_calls"].
+    block = SimpleNamespace(block_type="tool_call", tool_name="get_weather", tool_kwargs={})
+    text = SimpleNamespace(block_type="text", text="Checking.")
+    message = SimpleNamespace(role="assistant", blocks=[text, block], additional_kwargs={})
+    assert tool_names_fired(message) == ["get_weather"]
+    openai_call = {"id": "c1", "type": "function",
+                   "function": {"name": "book_flight", "arguments": "{}"}}
+    legacy = SimpleNamespace(role="assistant", blocks=[text],
+                             additional_kwargs={"tool_calls": [openai_call]})
+    response = SimpleNamespace(message=legacy, raw=None, delta=None, additional_kwargs={})
+    assert tool_names_fired(response) == ["book_flight"]
+
+
+def test_an_object_that_is_no_response_is_an_error_not_an_empty_list() -> None:
+    class Reply:
+        text = "I booked it."
+
+    with pytest.raises(GuardInputError, match=r"got .*Reply, which has none of the fields"):
+        tool_names_fired(Reply())
+    with pytest.raises(GuardInputError, match=r"Reply, which has none of the fields"):
+        tool_names_fired([{"role": "user", "content": "hi"}, Reply()])
+    # Loosely typed JSON stays readable: a mapping of any keys holds no calls.
+    assert tool_names_fired({"role": "tool", "content": "sunny"}) == []
