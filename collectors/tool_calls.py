@@ -232,7 +232,7 @@ def _framework(obj: Any, out: list[str]) -> None:
         # AIMessageChunk also has tool_call_chunks, the name in the first chunk).
         for field in ("tool_calls", "tool_call_chunks"):
             calls = getattr(obj, field, None)
-            if _is_sequence(calls):
+            if isinstance(calls, (list, tuple)):
                 out.extend(name for call in calls if (name := _name(call)))
     parts = _get(obj, "parts")
     if _is_sequence(parts):
