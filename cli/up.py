@@ -308,6 +308,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not external_kafka:
         _check_port_free(args.broker_port, "embedded Kafka broker", "--broker-port")
     config = PipelineConfig.resolve()  # every setting, once; passed on from here
+    protocol = config.consumer.security.protocol
+    if not external_kafka and protocol != "PLAINTEXT":
+        # The embedded broker serves plaintext only: a secured client would fail on it.
+        raise CommandError(
+            f"{env.KAFKA_SECURITY_PROTOCOL.name}={protocol} needs a broker that serves it: "
+            f"set {env.KAFKA_BOOTSTRAP.name} to one, or unset "
+            f"{env.KAFKA_SECURITY_PROTOCOL.name} to use the embedded broker (plaintext, "
+            "this machine only).")
     store_config = config.store
     client = open_client(store_config)  # a locked store fails here, naming the holder
     # What the dashboard and the demo fleet are given explicitly: this pipeline, and with
@@ -333,8 +341,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         try:
             pipeline = open_pipeline(config, client=client)
         except KafkaUnreachable as exc:
-            raise CommandError(f"{exc}. Unset {env.KAFKA_BOOTSTRAP.name} to use the "
-                               "embedded broker.") from None
+            hint = (f" Unset {env.KAFKA_BOOTSTRAP.name} to use the embedded broker."
+                    if external_kafka else "")
+            raise CommandError(f"{exc}.{hint}") from None
         applied = pipeline.applied
         settings = {**config.environment(), **extra_settings}
         _start_consumer(stack, pipeline)

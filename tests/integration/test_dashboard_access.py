@@ -265,3 +265,17 @@ def test_stored_data_is_shown_only_to_a_visitor_with_the_token(
     assert request_id in signed_in and agent in signed_in
     assert "Signed in with the shared token" in signed_in
     assert agent in header_body and "Access token" not in header_body
+
+
+def test_up_with_kafka_security_and_no_broker_of_its_own_starts_nothing(
+        tmp_path: Path, environ: dict[str, str]) -> None:
+    # The embedded broker serves plaintext only: up says which broker the setting needs
+    # instead of starting one its own clients then fail on.
+    port, broker_port = free_port(), free_port()
+    result = guardtrace(["up", "--port", str(port), "--broker-port", str(broker_port)],
+                        tmp_path, {**environ, env.KAFKA_SECURITY_PROTOCOL.name: "SSL"})
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert f"{env.KAFKA_SECURITY_PROTOCOL.name}=SSL needs a broker" in result.stderr
+    assert env.KAFKA_BOOTSTRAP.name in result.stderr
+    assert not port_in_use(port) and not port_in_use(broker_port)
+    assert not (tmp_path / ".guardtrace").exists()
