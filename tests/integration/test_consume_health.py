@@ -11,14 +11,13 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 from guardtrace.transport.broker import EmbeddedBroker, free_port
 from guardtrace.transport.topics import TopicSet
+from tests.support.health_http import get_json
 
 from .conftest import wait_for
 
@@ -26,11 +25,7 @@ from .conftest import wait_for
 def probe(port: int, path: str) -> tuple[int, dict[str, Any]] | None:
     """(status, JSON body), or None while nothing listens yet."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, json.loads(error.read())
+        return get_json(port, path, timeout_s=2)
     except OSError:
         return None
 

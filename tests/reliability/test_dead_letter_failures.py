@@ -15,11 +15,8 @@ the dead-letter topic once.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest
@@ -31,6 +28,7 @@ from guardtrace.consumers import consumer as consumer_module
 from guardtrace.consumers.health import HealthServer
 from guardtrace.schemas import names
 from guardtrace.transport.broker import free_port
+from tests.support.health_http import get_json
 
 from .conftest import Pipeline, wait_for
 from .records import span_message
@@ -65,13 +63,7 @@ class FailingDeadLetters:
 
 
 def healthz(server: HealthServer) -> tuple[int, dict[str, Any]]:
-    url = f"http://127.0.0.1:{server.port}/healthz"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, json.loads(error.read())
+    return get_json(server.port, "/healthz", timeout_s=10)
 
 
 def committed(admin: KafkaAdminClient, pipeline: Pipeline) -> dict[int, int]:

@@ -1,15 +1,12 @@
 """The consumer's health endpoints, over real HTTP on 127.0.0.1.
 
-The server is given a stand-in with the two attributes it reads from a
-TelemetryConsumer (``last_poll_monotonic`` and ``stats``) and a hand-driven clock, so
-"the loop stopped polling two minutes ago" needs no waiting.
+The server is given a stand-in with the attributes it reads from a TelemetryConsumer
+(``last_poll_monotonic``, ``stats`` and ``stall``) and a hand-driven clock, so "the loop
+stopped polling two minutes ago" needs no waiting.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +14,9 @@ from typing import Any
 import pytest
 
 from guardtrace.consumers.config import ConsumerStats
-from guardtrace.consumers.health import HealthServer
+from guardtrace.consumers.health import HealthServer, Stall
 from guardtrace.transport.broker import free_port
+from tests.support.health_http import get_json
 
 
 class FakeClock:
@@ -35,6 +33,7 @@ class StandIn:
 
     last_poll_monotonic: float | None = None
     stats: ConsumerStats = field(default_factory=ConsumerStats)
+    stall: Stall | None = None
 
 
 @pytest.fixture
@@ -56,13 +55,7 @@ def server(consumer: StandIn, clock: FakeClock) -> Iterator[HealthServer]:
 
 
 def get(server: HealthServer, path: str) -> tuple[int, dict[str, Any]]:
-    url = f"http://127.0.0.1:{server.port}{path}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            return error.code, json.loads(error.read())
+    return get_json(server.port, path)
 
 
 def test_before_the_first_poll_it_is_alive_but_not_ready(server: HealthServer) -> None:
@@ -132,3 +125,45 @@ def test_stop_releases_the_port(consumer: StandIn) -> None:
     finally:
         again.stop()
 
+
+# --- a consumer that keeps polling but cannot commit (dead letters failing) -------------
+REASON = ("dead letters to guardtrace-dead-letters are not acknowledged, so no offset is "
+          "committed: dead letter of guardtrace-spans[0]@25 not acknowledged: "
+          "KafkaConnectionError: refused")
+
+
+def test_a_polling_consumer_whose_dead_letters_fail_is_unhealthy_and_says_why(
+        server: HealthServer, consumer: StandIn, clock: FakeClock) -> None:
+    consumer.last_poll_monotonic = clock.now  # a consumer that polls
+    consumer.stall = Stall(REASON, since_monotonic=clock.now)
+    clock.now += 42
+    consumer.last_poll_monotonic = clock.now  # it keeps polling all the while
+    code, body = get(server, "/healthz")
+    assert code == 503
+    assert body["status"] == "stalled"
+    assert body["stalled"] == {"reason": REASON, "seconds": pytest.approx(42.0)}
+    # Readiness says it started, and shows the same reason.
+    code, body = get(server, "/readyz")
+    assert code == 200 and body["stalled"]["reason"] == REASON
+
+
+def test_health_is_green_again_once_the_stall_ends(server: HealthServer, consumer: StandIn,
+                                                   clock: FakeClock) -> None:
+    consumer.last_poll_monotonic = clock.now  # a consumer that polls
+    consumer.stall = Stall(REASON, since_monotonic=clock.now)
+    assert get(server, "/healthz")[0] == 503
+    consumer.stall = None
+    code, body = get(server, "/healthz")
+    assert code == 200
+    assert body["status"] == "ok" and body["stalled"] is None
+
+
+def test_a_stale_loop_is_reported_stale_even_when_stalled(
+        server: HealthServer, consumer: StandIn, clock: FakeClock) -> None:
+    consumer.last_poll_monotonic = clock.now  # a consumer that polls
+    consumer.stall = Stall(REASON, since_monotonic=clock.now)
+    clock.now += 61
+    code, body = get(server, "/healthz")
+    assert code == 503
+    assert body["status"] == "stale"
+    assert body["stalled"]["reason"] == REASON
