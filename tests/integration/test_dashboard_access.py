@@ -239,6 +239,10 @@ def test_stored_data_is_shown_only_to_a_visitor_with_the_token(
                 page.get_by_role("button", name="Sign in").click()
                 page.get_by_text("Trace timeline").wait_for(timeout=60_000)
                 page.get_by_text(agent).first.wait_for(timeout=30_000)
+                # The page arrives in pieces: the id's code block can be drawn after the
+                # timeline's heading, so wait for it before reading the body.
+                page.get_by_test_id("stCode").filter(has_text=request_id).first.wait_for(
+                    timeout=30_000)
                 signed_in = page.inner_text("body")
 
                 # A bearer header (a proxy in front, a script) signs in without the form.
