@@ -14,6 +14,8 @@ from typing import Final
 SPANS_TOPIC: Final = "otlp_spans"
 METRICS_TOPIC: Final = "otlp_metrics"
 PAYLOADS_TOPIC: Final = "guardtrace_payloads"
+# OTLP logs (GenAI log events such as gen_ai.client.inference.operation.details).
+LOGS_TOPIC: Final = "otlp_logs"
 DEAD_LETTER_TOPIC: Final = "guardtrace_dead_letters"
 
 # Kafka record headers.
@@ -42,6 +44,9 @@ EVENT_VERIFICATION_REQUIRED: Final = "llm.verification_required"
 EVENT_VERIFICATION_NUDGED: Final = "llm.verification_nudged"
 EVENT_VERIFICATION_COMPLETED: Final = "llm.verification_completed"
 EVENT_VERIFICATION_BYPASSED: Final = "llm.verification_bypassed"
+# Every guard verdict, pass or fail, also as an OpenTelemetry GenAI evaluation result, so a
+# backend that shows evaluations shows guardtrace's (semantic conventions, gen_ai.*).
+EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
 # The smoke-test event of `guardtrace emit-test`.
 EVENT_EMIT_TEST: Final = "guardtrace.emit_test"
 
@@ -120,6 +125,23 @@ ATTR_MIN_TOOL_CALLS: Final = "min_tool_calls"
 ATTR_TURNS_USED: Final = "turns_used"
 ATTR_FAMILY: Final = "family"  # which pattern family of the criticality gate matched
 ATTR_NUDGES: Final = "nudges"  # nudges injected so far in this loop
+
+# Where a guard event was found: in the agent's process by a hook or adapter, or by the
+# consumers in GenAI telemetry the agent already emits (no guardtrace code in the agent).
+ATTR_FOUND_IN: Final = "found_in"
+FOUND_IN_AGENT: Final = "agent"
+FOUND_IN_PIPELINE: Final = "pipeline"
+# The GenAI evaluation result event's attributes (OpenTelemetry semantic conventions).
+ATTR_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+ATTR_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+ATTR_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+ATTR_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+# guardtrace's evaluations, one per guard family, and their labels (score 1.0 pass, 0.0 fail).
+EVALUATION_PLAN_TOOLS: Final = "guardtrace.plan_tools"
+EVALUATION_FABRICATION: Final = "guardtrace.fabrication"
+EVALUATION_VERIFICATION: Final = "guardtrace.verification"
+EVALUATION_PASS: Final = "pass"
+EVALUATION_FAIL: Final = "fail"
 
 # The label value that replaces agent names beyond the cardinality cap.
 OVERFLOW_LABEL: Final = "__other__"
