@@ -419,12 +419,15 @@ _AMOUNT_PROSE_RE = re.compile(
 # Sentences that report what a write did with money.
 # Reported as done, in the past: "has been charged", "was refunded", "processed".
 _OUTCOME_VERBS = (r"(?:charged|refunded|credited|processed|applied|paid|deducted|billed|"
-                  r"issued|returned|waived)")
+                  r"issued|returned|waived|updated|modified|changed|upgraded|downgraded|"
+                  r"booked|cancell?ed|confirmed)")
 _OUTCOME_RE = re.compile(
     rf"\b(?:(?:has|have|had)\s+(?:\w+\s+)?been|was|were|(?:i|we)(?:['’]ve|\s+have)|"
     rf"successfully)\s+(?:\w+\s+)?{_OUTCOME_VERBS}\b", re.IGNORECASE)
 _CHARGE_RE = re.compile(r"\b(?:charged|paid|deducted|billed|additional\s+(?:cost|charge)s?)\b",
                         re.IGNORECASE)
+_LISTED_OUTCOME_RE = re.compile(r"\b(?:total|cost|charged?|refund(?:ed)?|fees?|paid)\b",
+                                re.IGNORECASE)
 _PER_UNIT_RE = re.compile(r"\b(?:per|each|apiece|a\s+piece)\b", re.IGNORECASE)
 _MAX_OUTCOME_AMOUNTS = 64
 
@@ -522,10 +525,19 @@ def _outcome_reports(reply: str) -> list[str]:
     says a write happened ("The reservations have been downgraded ... You will save a
     total of $7,222"), not only the one with the verb."""
     reports: list[str] = []
+    introduced = False  # the paragraph before was a report ending in ":"
     for paragraph in _PARAGRAPH_RE.split(reply):
         parts = [sentence for _, sentence in sentences(paragraph)]
-        if any(_OUTCOME_RE.search(sentence) for sentence in parts):
+        reporting = any(_OUTCOME_RE.search(sentence) for sentence in parts)
+        if reporting:
             reports += parts
+        elif introduced:
+            # "...has been updated with the following details:" and then a list: of the
+            # list, only lines that state what was charged, refunded or totalled (a payment
+            # method's balance there describes the method, it is not an outcome).
+            reports += [line for part in parts for line in part.splitlines()
+                        if _LISTED_OUTCOME_RE.search(line)]
+        introduced = (reporting or introduced) and paragraph.rstrip().endswith(":")
     return reports
 
 

@@ -367,6 +367,29 @@ def test_a_refund_reported_as_a_charge_is_misreported() -> None:
         UNGROUNDED,)
 
 
+def test_the_list_a_write_report_introduces_is_part_of_the_report() -> None:
+    # "...updated with the following details:" and then the list: the total stated there
+    # is the write's outcome; a payment method's balance listed beside it is not. The $897
+    # was the agent's own estimate before the write, so only the write's result can say
+    # it is wrong.
+    messages = [user("Upgrade me if it costs less than $1,000. My gift card holds $500."),
+                called("calculate"), result("calculate", "897.0"),
+                said("The upgrade would cost $897. Shall I go ahead?"), user("Yes."),
+                called("update_reservation_flights"),
+                result("update_reservation_flights", {
+                    "flights": [{"flight_number": "HAT286"}, {"flight_number": "HAT047"}],
+                    "payment_history": [{"payment_id": "credit_card_7434610",
+                                         "amount": 1815}]})]
+    report = ("Your reservation has been successfully updated with the following details:"
+              "\n\n- **Flights:** HAT286, HAT047\n- **Total Additional Cost:** {total}\n"
+              "- **Payment Method:** Gift card (balance $500)")
+    assert tiers_of([*messages, said(report.format(total="$897"))]) == (UNGROUNDED,)
+    assert tiers_of([*messages, said(report.format(total="$1,815"))]) == ()
+    # A list that no report introduced is not checked as an outcome.
+    assert tiers_of([*messages, said("Here is what I can offer:\n\n- **Total Cost:** "
+                                     "$1,815\n- **Balance:** $500")]) == ()
+
+
 def test_result_amounts_read_json_keys_and_prose() -> None:
     assert result_amounts('{"price": 12, "seats": 4, "payment_history": '
                           '[{"amount": -3.5}]}') == [12.0, -3.5]
