@@ -38,7 +38,7 @@ KAFKA_BOOTSTRAP: Final = EnvVar(
     "Kafka bootstrap servers, comma separated.", "both")
 EXPORTER: Final = EnvVar(
     "GUARDTRACE_EXPORTER", "kafka",
-    "Where the collector sends spans and metrics: `kafka`, `otlp` (to an OTel "
+    "Where the collector sends spans, metrics and logs: `kafka`, `otlp` (to an OTel "
     "Collector via opentelemetry-exporter-otlp; OTEL_EXPORTER_OTLP_* apply) or `none`.",
     "collector")
 SERVICE_NAME: Final = EnvVar(
@@ -48,6 +48,10 @@ SPANS_TOPIC: Final = EnvVar("GUARDTRACE_SPANS_TOPIC", names.SPANS_TOPIC,
                             "Topic for OTLP spans.", "both")
 METRICS_TOPIC: Final = EnvVar("GUARDTRACE_METRICS_TOPIC", names.METRICS_TOPIC,
                               "Topic for OTLP metrics.", "both")
+LOGS_TOPIC: Final = EnvVar(
+    "GUARDTRACE_LOGS_TOPIC", names.LOGS_TOPIC,
+    "Topic for OTLP logs (GenAI log events such as "
+    "`gen_ai.client.inference.operation.details`).", "both")
 PAYLOADS_TOPIC: Final = EnvVar("GUARDTRACE_PAYLOADS_TOPIC", names.PAYLOADS_TOPIC,
                                "Topic for debug-store payloads.", "both")
 DEAD_LETTER_TOPIC: Final = EnvVar(
@@ -179,9 +183,9 @@ CLICKHOUSE_CLIENT_KEY_FILE: Final = EnvVar(
     "certificate file.", "pipeline")
 
 ALL: Final = (
-    KAFKA_BOOTSTRAP, EXPORTER, SERVICE_NAME, SPANS_TOPIC, METRICS_TOPIC, PAYLOADS_TOPIC,
-    DEAD_LETTER_TOPIC, MAX_MESSAGE_BYTES, PAYLOAD_LIMIT_BYTES, CAPTURE_PAYLOADS, REDACT,
-    PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS, CLICKHOUSE_URL,
+    KAFKA_BOOTSTRAP, EXPORTER, SERVICE_NAME, SPANS_TOPIC, METRICS_TOPIC, LOGS_TOPIC,
+    PAYLOADS_TOPIC, DEAD_LETTER_TOPIC, MAX_MESSAGE_BYTES, PAYLOAD_LIMIT_BYTES,
+    CAPTURE_PAYLOADS, REDACT, PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS, CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
     TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
     DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT, DASHBOARD_TOKEN, DASHBOARD_ALLOWED_EMAILS,
