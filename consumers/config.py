@@ -30,6 +30,7 @@ class ConsumerConfig:
     spans_topic: str
     metrics_topic: str
     payloads_topic: str
+    logs_topic: str
     dead_letter_topic: str
     batch_max_rows: int
     batch_max_seconds: float
@@ -59,12 +60,14 @@ class ConsumerConfig:
             raise TypeError(f"unknown consumer setting(s): {', '.join(sorted(unknown))}")
         get = explicit.get
         topics = TopicSet.resolve(get("spans_topic"), get("metrics_topic"),
-                                  get("payloads_topic"), get("dead_letter_topic"), environ)
+                                  get("payloads_topic"), get("dead_letter_topic"), environ,
+                                  logs=get("logs_topic"))
         return cls(
             bootstrap=env.read_str(env.KAFKA_BOOTSTRAP, get("bootstrap"), environ),
             group_id=env.read_str(env.CONSUMER_GROUP, get("group_id"), environ),
             spans_topic=topics.spans, metrics_topic=topics.metrics,
-            payloads_topic=topics.payloads, dead_letter_topic=topics.dead_letters,
+            payloads_topic=topics.payloads, logs_topic=topics.logs,
+            dead_letter_topic=topics.dead_letters,
             batch_max_rows=env.read_int(env.BATCH_MAX_ROWS, get("batch_max_rows"), environ,
                                         minimum=1),
             batch_max_seconds=env.read_float(env.BATCH_MAX_SECONDS, get("batch_max_seconds"),
@@ -83,13 +86,14 @@ class ConsumerConfig:
 
     @property
     def topic_set(self) -> TopicSet:
-        """All four topics, dead-letter topic included (what must exist)."""
-        return TopicSet(self.spans_topic, self.metrics_topic, self.payloads_topic,
-                        self.dead_letter_topic)
+        """All five topics, dead-letter topic included (what must exist)."""
+        return TopicSet(spans=self.spans_topic, metrics=self.metrics_topic,
+                        payloads=self.payloads_topic, logs=self.logs_topic,
+                        dead_letters=self.dead_letter_topic)
 
     @property
-    def topics(self) -> tuple[str, str, str]:
-        """The topics this consumer reads: spans, metrics, payloads."""
+    def topics(self) -> tuple[str, str, str, str]:
+        """The topics this consumer reads: spans, metrics, payloads, logs."""
         return self.topic_set.consumed
 
 

@@ -41,42 +41,46 @@ class KafkaUnreachable(RuntimeError):
 
 @dataclass(frozen=True)
 class TopicSet:
-    """The four topics of one pipeline: three the consumers read, one they dead-letter to."""
+    """The five topics of one pipeline: four the consumers read, one they dead-letter to."""
 
     spans: str
     metrics: str
     payloads: str
+    logs: str
     dead_letters: str
 
     @classmethod
     def resolve(cls, spans: str | None = None, metrics: str | None = None,
                 payloads: str | None = None, dead_letters: str | None = None,
-                environ: Mapping[str, str] | None = None) -> TopicSet:
+                environ: Mapping[str, str] | None = None, *,
+                logs: str | None = None) -> TopicSet:
         """Resolve from arguments, then ``GUARDTRACE_*_TOPIC`` variables, then defaults."""
         return cls(spans=env.read_str(env.SPANS_TOPIC, spans, environ),
                    metrics=env.read_str(env.METRICS_TOPIC, metrics, environ),
                    payloads=env.read_str(env.PAYLOADS_TOPIC, payloads, environ),
+                   logs=env.read_str(env.LOGS_TOPIC, logs, environ),
                    dead_letters=env.read_str(env.DEAD_LETTER_TOPIC, dead_letters, environ))
 
     @classmethod
     def named(cls, prefix: str, suffix: str) -> TopicSet:
         """Topics of their own (``{prefix}spans-{suffix}``, ...): a test's or a benchmark's."""
-        return cls(f"{prefix}spans-{suffix}", f"{prefix}metrics-{suffix}",
-                   f"{prefix}payloads-{suffix}", f"{prefix}dlq-{suffix}")
+        return cls(spans=f"{prefix}spans-{suffix}", metrics=f"{prefix}metrics-{suffix}",
+                   payloads=f"{prefix}payloads-{suffix}", logs=f"{prefix}logs-{suffix}",
+                   dead_letters=f"{prefix}dlq-{suffix}")
 
     @property
-    def consumed(self) -> tuple[str, str, str]:
-        """The topics the consumers read: spans, metrics, payloads."""
-        return (self.spans, self.metrics, self.payloads)
+    def consumed(self) -> tuple[str, str, str, str]:
+        """The topics the consumers read: spans, metrics, payloads, logs."""
+        return (self.spans, self.metrics, self.payloads, self.logs)
 
-    def all(self) -> tuple[str, str, str, str]:
+    def all(self) -> tuple[str, str, str, str, str]:
         """Every topic of the set, dead-letter topic included (what must exist)."""
         return (*self.consumed, self.dead_letters)
 
     def environment(self) -> dict[str, str]:
         """The ``GUARDTRACE_*_TOPIC`` variables that give a child process this set."""
         return {env.SPANS_TOPIC.name: self.spans, env.METRICS_TOPIC.name: self.metrics,
-                env.PAYLOADS_TOPIC.name: self.payloads,
+                env.PAYLOADS_TOPIC.name: self.payloads, env.LOGS_TOPIC.name: self.logs,
                 env.DEAD_LETTER_TOPIC.name: self.dead_letters}
 
 

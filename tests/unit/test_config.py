@@ -275,7 +275,8 @@ def test_consumer_argument_environment_default(monkeypatch: pytest.MonkeyPatch) 
     assert config.session_timeout_ms == 9000
     assert config.heartbeat_interval_ms == ConsumerConfig.__dataclass_fields__[
         "heartbeat_interval_ms"].default
-    assert config.topics == (names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC)
+    assert config.topics == (names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC,
+                             names.LOGS_TOPIC)
 
 
 def test_consumer_minimums_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,9 +292,13 @@ def test_consumer_minimums_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> No
 def test_consumer_topics_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(env.PAYLOADS_TOPIC.name, "my_payloads")
     monkeypatch.setenv(env.DEAD_LETTER_TOPIC.name, "my_dlq")
+    monkeypatch.setenv(env.LOGS_TOPIC.name, "my_logs")
     config = ConsumerConfig.resolve()
     assert config.topics[2] == "my_payloads"
+    assert config.topics[3] == config.logs_topic == "my_logs"
     assert config.dead_letter_topic == "my_dlq"
+    assert ConsumerConfig.resolve(logs_topic="arg_logs").topic_set.logs == "arg_logs"
+    assert config.topic_set.environment()[env.LOGS_TOPIC.name] == "my_logs"
 
 
 def test_store_urls_print_with_the_password_masked() -> None:
