@@ -26,6 +26,7 @@ class CollectorConfig:
     service_name: str
     spans_topic: str
     metrics_topic: str
+    logs_topic: str
     payloads_topic: str
     max_message_bytes: int
     payload_limit_bytes: int
@@ -54,6 +55,7 @@ class CollectorConfig:
             service_name=env.read_str(env.SERVICE_NAME, get("service_name")),
             spans_topic=env.read_str(env.SPANS_TOPIC, get("spans_topic")),
             metrics_topic=env.read_str(env.METRICS_TOPIC, get("metrics_topic")),
+            logs_topic=env.read_str(env.LOGS_TOPIC, get("logs_topic")),
             payloads_topic=env.read_str(env.PAYLOADS_TOPIC, get("payloads_topic")),
             max_message_bytes=env.read_int(env.MAX_MESSAGE_BYTES, get("max_message_bytes"),
                                            minimum=_ENVELOPE_HEADROOM * 2),
