@@ -42,7 +42,8 @@ logger = logging.getLogger("guardtrace.dashboard.auth")
 # Set in a browser session once its visitor gave the shared token.
 SESSION_KEY = "guardtrace_signed_in_with_token"
 # What a failed attempt costs its session: a script trying tokens is slowed, a person
-# who mistyped barely notices. The per-address limit is in gate.FailedAttempts.
+# who mistyped barely notices. The per-address limit is FailedAttempts, in
+# schemas/access_tokens.py.
 FAILED_ATTEMPT_DELAY_S = 1.0
 # Loopback visitors share one count (as all visitors behind one proxy share its address).
 _LOOPBACK_CLIENT = "loopback"

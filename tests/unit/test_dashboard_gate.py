@@ -22,6 +22,7 @@ from guardtrace.dashboard.gate import (
     email_allowed,
     token_matches,
 )
+from guardtrace.schemas import access_tokens
 from guardtrace.schemas import dashboard_access as access
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas.dashboard_access import AccessSettings, SignIn
@@ -54,7 +55,7 @@ def test_the_token_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch)
         compared.append((a, b))
         return a == b
 
-    monkeypatch.setattr(gate.hmac, "compare_digest", recording_compare)
+    monkeypatch.setattr(access_tokens.hmac, "compare_digest", recording_compare)
     assert token_matches(TOKEN, TOKEN)
     assert compared == [(TOKEN.encode(), TOKEN.encode())]
 
