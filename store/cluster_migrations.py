@@ -68,6 +68,10 @@ SHARDING_KEYS: dict[str, str | None] = {
     tables.SPAN_EVENTS: "cityHash64(if(request_id != '', request_id, trace_id))",
     tables.PAYLOADS: "cityHash64(request_id)",
     tables.METRIC_POINTS: "cityHash64(point_id)",
+    # Log records follow their request, else their trace (beside the trace's spans), and
+    # a record with neither its own id.
+    tables.LOG_RECORDS: ("cityHash64(if(request_id != '', request_id, "
+                         "if(trace_id != '', trace_id, record_id)))"),
     tables.DEAD_LETTERS: "cityHash64(dead_letter_id)",
     tables.SCHEMA_MIGRATIONS: "version",
     tables.REQUESTS: None,

@@ -61,7 +61,7 @@ _LABEL_OVERFLOW = """
 # skip old daily partitions; the insert-time bound is the one that matters.
 _WRITTEN_TIME_COLUMNS = ((tables.SPANS, "start_time"), (tables.SPAN_EVENTS, "timestamp"),
                          (tables.METRIC_POINTS, "timestamp"), (tables.PAYLOADS, "timestamp"),
-                         (tables.DEAD_LETTERS, "timestamp"))
+                         (tables.LOG_RECORDS, "timestamp"), (tables.DEAD_LETTERS, "timestamp"))
 _ROWS_WRITTEN_PART = """
     SELECT toStartOfMinute(inserted_at) AS minute, '{table}' AS tbl, count() AS n
     FROM {database}.{table}

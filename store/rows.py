@@ -23,24 +23,26 @@ class DecodedRows:
     span_events: list[list[Any]] = field(default_factory=list)
     metric_points: list[list[Any]] = field(default_factory=list)
     payloads: list[list[Any]] = field(default_factory=list)
+    log_records: list[list[Any]] = field(default_factory=list)
     dead_letters: list[list[Any]] = field(default_factory=list)
 
     def by_table(self) -> dict[str, list[list[Any]]]:
         """Each written table's rows, keyed by its name in :mod:`guardtrace.store.tables`."""
         return {tables.SPANS: self.spans, tables.SPAN_EVENTS: self.span_events,
                 tables.METRIC_POINTS: self.metric_points, tables.PAYLOADS: self.payloads,
-                tables.DEAD_LETTERS: self.dead_letters}
+                tables.LOG_RECORDS: self.log_records, tables.DEAD_LETTERS: self.dead_letters}
 
     def extend(self, other: DecodedRows) -> None:
         self.spans.extend(other.spans)
         self.span_events.extend(other.span_events)
         self.metric_points.extend(other.metric_points)
         self.payloads.extend(other.payloads)
+        self.log_records.extend(other.log_records)
         self.dead_letters.extend(other.dead_letters)
 
     def __len__(self) -> int:
         return (len(self.spans) + len(self.span_events) + len(self.metric_points)
-                + len(self.payloads) + len(self.dead_letters))
+                + len(self.payloads) + len(self.log_records) + len(self.dead_letters))
 
     def clear(self) -> None:
         """Empty every table's list in place (whoever still holds a list sees it empty)."""

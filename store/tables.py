@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ALL", "Columns", "DEAD_LETTERS", "EVENT_ROLLUP_1M", "METRIC_POINTS", "PAYLOADS",
-           "REQUESTS", "SCHEMA_MIGRATIONS", "SPANS", "SPAN_EVENTS", "WRITTEN", "qualified"]
+__all__ = ["ALL", "Columns", "DEAD_LETTERS", "EVENT_ROLLUP_1M", "LOG_RECORDS", "METRIC_POINTS",
+           "PAYLOADS", "REQUESTS", "SCHEMA_MIGRATIONS", "SPANS", "SPAN_EVENTS", "WRITTEN",
+           "qualified"]
 
-# Written by the consumers, one row per span, span event, metric point, payload chunk and
-# undecodable record.
+# Written by the consumers, one row per span, span event, metric point, payload chunk, OTLP
+# log record and undecodable record.
 SPANS: Final = "spans"
 SPAN_EVENTS: Final = "span_events"
 METRIC_POINTS: Final = "metric_points"
 PAYLOADS: Final = "payloads"
+LOG_RECORDS: Final = "log_records"
 DEAD_LETTERS: Final = "dead_letters"
 # Filled by materialized views only: the request-id lookup and the per-minute rollup.
 REQUESTS: Final = "requests"
@@ -29,7 +31,7 @@ EVENT_ROLLUP_1M: Final = "event_rollup_1m"
 # The migration runner's bookkeeping.
 SCHEMA_MIGRATIONS: Final = "schema_migrations"
 
-ALL: Final = (SPANS, SPAN_EVENTS, METRIC_POINTS, PAYLOADS, DEAD_LETTERS, REQUESTS,
+ALL: Final = (SPANS, SPAN_EVENTS, METRIC_POINTS, PAYLOADS, LOG_RECORDS, DEAD_LETTERS, REQUESTS,
               EVENT_ROLLUP_1M, SCHEMA_MIGRATIONS)
 
 
@@ -51,6 +53,10 @@ class Columns:
     PAYLOADS: Final = ("payload_id", "chunk_index", "chunk_count", "request_id", "kind",
                        "timestamp", "trace_id", "span_id", "body", "preview", "body_bytes",
                        "body_sha256", "truncated", "redactions", "attributes")
+    LOG_RECORDS: Final = ("record_id", "timestamp", "observed_timestamp", "trace_id",
+                          "span_id", "severity_number", "severity_text", "event_name", "body",
+                          "request_id", "service", "scope_name", "attributes",
+                          "resource_attributes")
     DEAD_LETTERS: Final = ("dead_letter_id", "timestamp", "source_topic", "source_partition",
                            "source_offset", "reason_kind", "reason", "value_bytes",
                            "value_sample")
@@ -64,13 +70,14 @@ WRITTEN: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     (SPAN_EVENTS, Columns.SPAN_EVENTS),
     (METRIC_POINTS, Columns.METRIC_POINTS),
     (PAYLOADS, Columns.PAYLOADS),
+    (LOG_RECORDS, Columns.LOG_RECORDS),
     (DEAD_LETTERS, Columns.DEAD_LETTERS),
 )
 
 # Placeholders the read queries' SQL templates use for each table ("FROM {spans}").
 _PLACEHOLDERS: Final = {
     "spans": SPANS, "span_events": SPAN_EVENTS, "metric_points": METRIC_POINTS,
-    "payloads": PAYLOADS, "dead_letters": DEAD_LETTERS, "requests": REQUESTS,
+    "payloads": PAYLOADS, "log_records": LOG_RECORDS, "dead_letters": DEAD_LETTERS, "requests": REQUESTS,
     "event_rollup_1m": EVENT_ROLLUP_1M, "schema_migrations": SCHEMA_MIGRATIONS,
 }
 
