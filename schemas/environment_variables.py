@@ -112,6 +112,10 @@ DASHBOARD_CLICKHOUSE_URL: Final = EnvVar(
     "the dashboard reads `GUARDTRACE_CLICKHOUSE_URL`.", "pipeline")
 DASHBOARD_PORT: Final = EnvVar("GUARDTRACE_DASHBOARD_PORT", "8501",
                                "Port the dashboard serves on (`up`, `dashboard`).", "pipeline")
+API_PORT: Final = EnvVar(
+    "GUARDTRACE_API_PORT", "",
+    "Port `guardtrace up` serves the HTTP query API on; empty: one above the dashboard's "
+    "port (8502 by default); 0 serves no API.", "pipeline")
 DASHBOARD_TOKEN: Final = EnvVar(
     "GUARDTRACE_DASHBOARD_TOKEN", "",
     "Shared sign-in token of the dashboard (16 characters or more); with it, or OIDC "
@@ -133,6 +137,19 @@ HEALTH_PORT: Final = EnvVar(
     "GUARDTRACE_HEALTH_PORT", "0",
     "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes; "
     "0 serves nothing.", "pipeline")
+ALERT_RULES: Final = EnvVar(
+    "GUARDTRACE_ALERT_RULES", "",
+    "Alert rules file (TOML) that `guardtrace up` evaluates and the dashboard's Alerts page "
+    "shows; empty: no alerts (`guardtrace alerts run` and `alerts test` take the file as an "
+    "argument).",
+    "pipeline")
+ALERT_INTERVAL_SECONDS: Final = EnvVar(
+    "GUARDTRACE_ALERT_INTERVAL_SECONDS", "60",
+    "How often the alert rules are evaluated (`up`, `alerts run`).", "pipeline")
+ALERT_DEAD_LETTER_LOG: Final = EnvVar(
+    "GUARDTRACE_ALERT_DEAD_LETTER_LOG", ".guardtrace/alert_dead_letters.jsonl",
+    "JSON-lines file to which alert notifications still undelivered after every retry are "
+    "appended.", "pipeline")
 
 # Transport security: read by schemas/transport_security.py, which every Kafka client and
 # every ClickHouse server connection takes its settings from.
@@ -188,12 +205,13 @@ ALL: Final = (
     CAPTURE_PAYLOADS, REDACT, PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS,
     CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
-    TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT,
+    TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT, API_PORT,
     DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT, DASHBOARD_TOKEN, DASHBOARD_ALLOWED_EMAILS,
     DASHBOARD_ALLOWED_DOMAINS, KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_MECHANISM,
     KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE,
     KAFKA_SSL_KEY_FILE, KAFKA_SSL_KEY_PASSWORD, KAFKA_SSL_CHECK_HOSTNAME, CLICKHOUSE_TLS_VERIFY,
     CLICKHOUSE_CA_FILE, CLICKHOUSE_CLIENT_CERT_FILE, CLICKHOUSE_CLIENT_KEY_FILE,
+    ALERT_RULES, ALERT_INTERVAL_SECONDS, ALERT_DEAD_LETTER_LOG,
 )
 
 
