@@ -47,6 +47,9 @@ EVENT_VERIFICATION_BYPASSED: Final = "llm.verification_bypassed"
 # Every guard verdict, pass or fail, also as an OpenTelemetry GenAI evaluation result, so a
 # backend that shows evaluations shows guardtrace's (semantic conventions, gen_ai.*).
 EVENT_EVALUATION_RESULT: Final = "gen_ai.evaluation.result"
+# The OpenTelemetry GenAI log event that carries one LLM call's messages (instrumentations
+# such as opentelemetry-instrumentation-openai-v2 send it on the logs topic, not the span).
+EVENT_GENAI_OPERATION_DETAILS: Final = "gen_ai.client.inference.operation.details"
 # The smoke-test event of `guardtrace emit-test`.
 EVENT_EMIT_TEST: Final = "guardtrace.emit_test"
 
@@ -90,6 +93,8 @@ ATTR_STATUS: Final = "status"
 ATTR_DURATION_MS: Final = "duration_ms"
 ATTR_METRIC: Final = "metric"
 ATTR_REASON: Final = "reason"
+# Where a log record's event name travels when the record predates OTLP's event_name field.
+ATTR_EVENT_NAME: Final = "event.name"
 # Family 1
 ATTR_HALLUCINATED_AGENT: Final = "hallucinated_agent"
 ATTR_HALLUCINATED_CAPABILITY: Final = "hallucinated_capability"
