@@ -73,6 +73,8 @@ SHARDING_KEYS: dict[str, str | None] = {
     tables.LOG_RECORDS: ("cityHash64(if(request_id != '', request_id, "
                          "if(trace_id != '', trace_id, record_id)))"),
     tables.DEAD_LETTERS: "cityHash64(dead_letter_id)",
+    # Written by one evaluator; read whole (latest state per rule and labels), any shard.
+    tables.ALERT_EVENTS: "cityHash64(event_id)",
     tables.SCHEMA_MIGRATIONS: "version",
     tables.REQUESTS: None,
     tables.EVENT_ROLLUP_1M: None,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ALL", "Columns", "DEAD_LETTERS", "EVENT_ROLLUP_1M", "LOG_RECORDS", "METRIC_POINTS",
-           "PAYLOADS", "REQUESTS", "SCHEMA_MIGRATIONS", "SPANS", "SPAN_EVENTS", "WRITTEN",
-           "qualified"]
+__all__ = ["ALERT_EVENTS", "ALL", "Columns", "DEAD_LETTERS", "EVENT_ROLLUP_1M", "LOG_RECORDS",
+           "METRIC_POINTS", "PAYLOADS", "REQUESTS", "SCHEMA_MIGRATIONS", "SPANS", "SPAN_EVENTS",
+           "WRITTEN", "qualified"]
 
 # Written by the consumers, one row per span, span event, metric point, payload chunk, OTLP
 # log record and undecodable record.
@@ -28,11 +28,13 @@ DEAD_LETTERS: Final = "dead_letters"
 # Filled by materialized views only: the request-id lookup and the per-minute rollup.
 REQUESTS: Final = "requests"
 EVENT_ROLLUP_1M: Final = "event_rollup_1m"
+# Written by the alert evaluator (store/alert_events.py), one row per state transition.
+ALERT_EVENTS: Final = "alert_events"
 # The migration runner's bookkeeping.
 SCHEMA_MIGRATIONS: Final = "schema_migrations"
 
 ALL: Final = (SPANS, SPAN_EVENTS, METRIC_POINTS, PAYLOADS, LOG_RECORDS, DEAD_LETTERS, REQUESTS,
-              EVENT_ROLLUP_1M, SCHEMA_MIGRATIONS)
+              EVENT_ROLLUP_1M, ALERT_EVENTS, SCHEMA_MIGRATIONS)
 
 
 class Columns:
@@ -60,6 +62,9 @@ class Columns:
     DEAD_LETTERS: Final = ("dead_letter_id", "timestamp", "source_topic", "source_partition",
                            "source_offset", "reason_kind", "reason", "value_bytes",
                            "value_sample")
+    ALERT_EVENTS: Final = ("event_id", "timestamp", "rule", "labels", "state", "previous",
+                           "metric", "condition", "value", "threshold", "volume",
+                           "active_since", "message")
     SCHEMA_MIGRATIONS: Final = ("version", "name", "checksum")
 
 
@@ -78,7 +83,8 @@ WRITTEN: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
 _PLACEHOLDERS: Final = {
     "spans": SPANS, "span_events": SPAN_EVENTS, "metric_points": METRIC_POINTS,
     "payloads": PAYLOADS, "log_records": LOG_RECORDS, "dead_letters": DEAD_LETTERS, "requests": REQUESTS,
-    "event_rollup_1m": EVENT_ROLLUP_1M, "schema_migrations": SCHEMA_MIGRATIONS,
+    "event_rollup_1m": EVENT_ROLLUP_1M, "alert_events": ALERT_EVENTS,
+    "schema_migrations": SCHEMA_MIGRATIONS,
 }
 
 
