@@ -7,6 +7,7 @@ that is what makes at-least-once delivery safe. A message that does not decode r
 
 Spans are read from the wire bytes by :mod:`.span_wire` (the fast path); the protobuf
 decoder here is the reference it must equal, and takes over for what the walker leaves.
+Logs are decoded by :mod:`.log_decode` (re-exported here with the others).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..schemas.payload_record import decode as decode_payload
 from ..store import tables
 from ..store.rows import DecodedRows
 from ..store.tables import Columns
+from .log_decode import decode_logs
 from .otlp_values import (
     SPAN_KINDS,
     STATUS,
@@ -37,8 +39,8 @@ from .otlp_values import (
 )
 from .span_wire import Irregular, spans_from_wire
 
-__all__ = ["DecodedRows", "PoisonRecord", "decode_metrics", "decode_payload_message",
-           "decode_spans", "event_id"]
+__all__ = ["DecodedRows", "PoisonRecord", "decode_logs", "decode_metrics",
+           "decode_payload_message", "decode_spans", "event_id"]
 
 PREVIEW_CHARS = 256
 
