@@ -54,7 +54,6 @@ from kafka.structs import OffsetAndMetadata
 from ..store.rows import DecodedRows
 from ..store.writer import BatchWriter
 from ..transport.kafka_workarounds import release_parked_records
-from ..transport.lag import assignment_lag
 from .config import MAX_RECORD_BYTES, ConsumerConfig, ConsumerStats
 from .dead_letters import (
     DeadLetter,
@@ -66,6 +65,13 @@ from .dead_letters import (
 )
 from .decode import PoisonRecord, decode_metrics, decode_payload_message, decode_spans
 from .health import Stall
+from .metrics import (
+    DROP_ABANDONED,
+    DROP_REVOKED,
+    LAG_REFRESH_S,
+    ConsumerMetrics,
+    partition_lag,
+)
 
 __all__ = ["MAX_RECORD_BYTES", "ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
 
@@ -226,6 +232,10 @@ class TelemetryConsumer:
         self.last_poll_monotonic: float | None = None
         # Set while dead letters keep failing (nothing can be committed); read by health.py.
         self.stall: Stall | None = None
+        # Served at /metrics by health.py; counted per poll and per batch, not per record.
+        self.metrics = ConsumerMetrics()
+        self.metrics.topics(config.topics)
+        self._lag_read_at = 0.0  # when the loop last read its lag (time.monotonic())
         self._decoders: dict[str, Callable[[bytes], DecodedRows]] = {
             config.spans_topic: decode_spans,
             config.metrics_topic: decode_metrics,
@@ -279,14 +289,18 @@ class TelemetryConsumer:
                     polled = self._poll(timeout_ms=int(min(wait_s, 0.5) * 1000) or 1)
                     got = 0
                     for tp, records in polled.items():
+                        taken = 0
                         for record in records:
                             if tp in self._released:
                                 break  # revoked while a hand-off polled (see _release)
                             self._accept(tp, record)
-                            got += 1
+                            taken += 1
                             if self._batch_full():
                                 # Mid-poll is fine: the commit covers only records accepted.
                                 self._hand_off()
+                        got += taken
+                        self.metrics.consumed(tp.topic, taken)
+                        self.metrics.dropped(DROP_REVOKED, len(records) - taken)
                     now = time.monotonic()
                     if got:
                         self._last_activity = now
@@ -360,6 +374,7 @@ class TelemetryConsumer:
         kind = reason_kind(reason)
         self.stats.dead_letters += 1
         self.stats.dead_letter_reasons[kind] = self.stats.dead_letter_reasons.get(kind, 0) + 1
+        self.metrics.dead_letter(kind)
 
     # -- per batch ---------------------------------------------------------------------
     def _hand_off(self) -> None:
@@ -383,20 +398,21 @@ class TelemetryConsumer:
         Called again for a batch that failed: dead letters whose send failed are sent
         again, and rows ClickHouse has taken are not inserted again.
         """
-        letters = batch.dead_letters()
-        # Sent first, so the broker acknowledges them while ClickHouse inserts.
-        send_dead_letters(self._producer, self.config.dead_letter_topic, letters)
-        if batch.written is None:
-            rows = batch.rows()
-            batch.written = self.writer.write(rows) if len(rows) else {}
-            # Written: the commit needs only the offsets. Empty the row lists now, because
-            # clickhouse-connect's insert context keeps the list it was given in a
-            # reference cycle (it stores a bound method of itself), so each batch, payload
-            # bodies and all, would otherwise live on until the cyclic GC came round
-            # (found measuring payload_throughput: the Python heap held about three
-            # batches of bodies).
-            rows.clear()
-        await_dead_letters(letters, _DEAD_LETTER_ACK_TIMEOUT_S)
+        with self.metrics.timed_write():
+            letters = batch.dead_letters()
+            # Sent first, so the broker acknowledges them while ClickHouse inserts.
+            send_dead_letters(self._producer, self.config.dead_letter_topic, letters)
+            if batch.written is None:
+                rows = batch.rows()
+                batch.written = self.writer.write(rows) if len(rows) else {}
+                # Written: the commit needs only the offsets. Empty the row lists now, because
+                # clickhouse-connect's insert context keeps the list it was given in a
+                # reference cycle (it stores a bound method of itself), so each batch, payload
+                # bodies and all, would otherwise live on until the cyclic GC came round
+                # (found measuring payload_throughput: the Python heap held about three
+                # batches of bodies).
+                rows.clear()
+            await_dead_letters(letters, _DEAD_LETTER_ACK_TIMEOUT_S)
         return batch.written
 
     def _finish_in_flight(self, retry: bool) -> bool:
@@ -416,10 +432,12 @@ class TelemetryConsumer:
             self._in_flight = None
             if written is None:
                 self._abandoned = True
+                self.metrics.dropped(DROP_ABANDONED, batch.records)
             else:
                 self.stall = None
                 self._commit(batch, written)
         if self._abandoned:
+            self.metrics.dropped(DROP_ABANDONED, self._batch.records)
             self._batch = _Batch()
         return not self._abandoned
 
@@ -436,6 +454,7 @@ class TelemetryConsumer:
                                  "uncommitted, it will be replayed", batch.records, failure)
                     return None
                 self.stats.write_retries += 1
+                self.metrics.write_retry()
                 logger.warning("writing batch failed (%r); retrying in %.1fs, nothing "
                                "committed", failure, backoff)
                 if not paused:
@@ -488,6 +507,7 @@ class TelemetryConsumer:
             return
         self._released |= gone
         dropped = self._batch.drop(gone)
+        self.metrics.dropped(DROP_REVOKED, dropped)
         if self._in_flight is not None:
             self._in_flight[0].disowned |= gone
         if dropped:
@@ -506,13 +526,15 @@ class TelemetryConsumer:
                            exc)
         else:
             self.stats.commits += bool(offsets)
+            if offsets:
+                self.metrics.committed()
         self.stats.batches += 1
         for table, count in written.items():
             self.stats.rows_written[table] = self.stats.rows_written.get(table, 0) + count
+        self.metrics.rows_written(written)
         now = time.monotonic()
         if now - self._last_report >= STATS_LOG_INTERVAL_S:
             self._last_report = now
-            self._update_lag()
             logger.info("consumer stats %s", self.summary_json())
 
     def _wait(self, seconds: float) -> None:
@@ -539,14 +561,20 @@ class TelemetryConsumer:
         release_parked_records(self._consumer)
         polled = self._consumer.poll(timeout_ms=timeout_ms)
         self.last_poll_monotonic = time.monotonic()
+        # Here, not per commit: lag matters most when nothing commits (ClickHouse down).
+        if self.last_poll_monotonic - self._lag_read_at >= LAG_REFRESH_S:
+            self._update_lag()
         return polled
 
     def _update_lag(self) -> None:
+        self._lag_read_at = time.monotonic()
         try:
-            if self._consumer.assignment():
-                self.stats.lag = assignment_lag(self._consumer)
+            lag = partition_lag(self._consumer)
         except Exception as exc:  # noqa: BLE001 - lag is informational
             logger.debug("could not compute lag: %r", exc)
+            return
+        self.stats.lag = sum(lag.values())
+        self.metrics.set_lag(lag)
 
     def _close(self) -> None:
         # A write still running (only when dying) finishes on its own; it is never
