@@ -1,4 +1,4 @@
-"""Liveness and readiness over HTTP for ``guardtrace consume`` (Kubernetes probes, compose).
+"""Liveness, readiness and metrics over HTTP for ``guardtrace consume`` (probes, Prometheus).
 
 ``GET /healthz`` answers 200 while the consumer loop keeps polling Kafka and 503 once it
 has not polled for ``stale_after_s`` seconds (a hung loop: restarting the process is the
@@ -11,10 +11,13 @@ would look healthy while every partition stood still; the body says why it is st
 (``"status": "stalled"`` and ``stalled.reason``). A probe's own failure threshold is the
 grace period, so one failed send that the next retry fixes does not restart anything.
 
+``GET /metrics`` serves the consumer's :class:`~.metrics.ConsumerMetrics` in the Prometheus
+text format (OpenMetrics when the scraper asks for it), for Prometheus to scrape.
+
 The server runs on a daemon thread of the consumer process and only reads attributes
-of the consumer (``last_poll_monotonic``, ``stats``, ``stall``); it never calls into
-Kafka or ClickHouse, so a probe cannot slow the loop down or fail because ClickHouse is
-down. (A ClickHouse outage is not a liveness failure: the loop keeps polling while it
+of the consumer (``last_poll_monotonic``, ``stats``, ``stall``, ``metrics``); it never
+calls into Kafka or ClickHouse, so a probe or a scrape cannot slow the loop down or fail
+because ClickHouse is down. (A ClickHouse outage is not a liveness failure: the loop keeps polling while it
 backs off, and a restart would not bring ClickHouse back.)
 """
 
@@ -28,13 +31,17 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-__all__ = ["DEFAULT_STALE_AFTER_S", "HealthServer", "Observed", "Stall"]
+from .metrics import ConsumerMetrics
+
+__all__ = ["DEFAULT_STALE_AFTER_S", "PATHS", "HealthServer", "Observed", "Stall"]
 
 logger = logging.getLogger("guardtrace.consumers")
 
 # The loop polls at least every 0.5 s; a flush polls while it backs off. Two minutes
 # without a poll means the loop is stuck (a hung insert, a deadlock), not merely busy.
 DEFAULT_STALE_AFTER_S = 120.0
+# What the server answers; anything else is a 404 that lists these.
+PATHS = ("/healthz", "/readyz", "/metrics")
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ class Stall:
 class Observed(Protocol):
     """What the health server reads from the consumer (a TelemetryConsumer fits).
 
-    An optional attribute ``stall`` (:class:`Stall` or None) is read too when present.
+    Optional attributes are read too when present: ``stall`` (:class:`Stall` or None) and
+    ``metrics`` (:class:`~.metrics.ConsumerMetrics`, served at ``/metrics``).
     """
 
     last_poll_monotonic: float | None
@@ -61,7 +69,7 @@ class Observed(Protocol):
 
 
 class HealthServer:
-    """Serve ``/healthz`` and ``/readyz`` for one consumer on a daemon thread.
+    """Serve ``/healthz``, ``/readyz`` and ``/metrics`` for one consumer on a daemon thread.
 
     Args:
         observed: The consumer (anything with ``last_poll_monotonic`` and ``stats``).
@@ -94,7 +102,7 @@ class HealthServer:
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="guardtrace-health", daemon=True)
         self._thread.start()
-        logger.info("health endpoints on port %d: /healthz, /readyz", self.port)
+        logger.info("health endpoints on port %d: %s", self.port, ", ".join(PATHS))
         return self
 
     def stop(self) -> None:
@@ -129,6 +137,17 @@ class HealthServer:
         return (200 if ready else 503), self._body("ready" if ready else "starting", last, since,
                                                    self._stall())
 
+    def metrics(self, accept: str | None = None) -> tuple[bytes, str] | None:
+        """Body and content type of ``/metrics``; None when the consumer keeps no metrics.
+
+        Args:
+            accept: The scraper's ``Accept`` header (OpenMetrics if it asks for it).
+        """
+        metrics = getattr(self._observed, "metrics", None)
+        if not isinstance(metrics, ConsumerMetrics):
+            return None
+        return metrics.exposition(accept)
+
     def _body(self, status: str, last: float | None, since: float,
               stall: Stall | None) -> dict[str, Any]:
         return {"status": status,
@@ -162,15 +181,23 @@ def _handler_for(owner: HealthServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # the name http.server dispatches GET to
             path = self.path.split("?", 1)[0]
-            if path == "/healthz":
+            if path == "/metrics":
+                exposed = owner.metrics(self.headers.get("Accept"))
+                if exposed is not None:
+                    self._send(200, *exposed)
+                    return
+                code, body = 404, {"status": "no metrics: this consumer keeps none"}
+            elif path == "/healthz":
                 code, body = owner.liveness()
             elif path == "/readyz":
                 code, body = owner.readiness()
             else:
-                code, body = 404, {"status": "not found", "paths": ["/healthz", "/readyz"]}
-            payload = json.dumps(body, sort_keys=True).encode()
+                code, body = 404, {"status": "not found", "paths": list(PATHS)}
+            self._send(code, json.dumps(body, sort_keys=True).encode(), "application/json")
+
+        def _send(self, code: int, payload: bytes, content_type: str) -> None:
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
