@@ -131,8 +131,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
         try:
             health = HealthServer(consumer, health_port).start()
         except OSError as exc:
-            raise CommandError(f"cannot serve /healthz on port {health_port}: "
-                               f"{exc.strerror or exc}") from None
+            raise CommandError(f"cannot serve /healthz, /readyz and /metrics on port "
+                               f"{health_port}: {exc.strerror or exc}") from None
     logger.info("consuming %s from %s into %s", ", ".join(config.topics.consumed),
                 config.bootstrap, pipeline.database)
     try:
@@ -246,7 +246,8 @@ def register(sub: Any) -> None:
                    help="exit after SECONDS with nothing new (batch jobs, tests)")
     p.add_argument("--migrate", action="store_true", help="apply migrations first")
     p.add_argument("--health-port", type=int, default=None, metavar="PORT",
-                   help=f"serve /healthz and /readyz on PORT for probes (default "
+                   help=f"serve /healthz and /readyz for probes and /metrics for "
+                        f"Prometheus on PORT (default "
                         f"${env.HEALTH_PORT.name} or {env.HEALTH_PORT.default}: none)")
     p.set_defaults(func=cmd_consume, needs=STORE_MODULES)
 
