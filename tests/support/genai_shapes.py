@@ -101,7 +101,8 @@ Other things found
   :func:`check_genai_semconv_installable` says so instead of failing deep in an import.
 * Neither package records a request id: GenAI spans carry one only when an
   application span above them does, or when a span processor copies it onto every
-  span (:class:`BaggageRequestIdProcessor`).
+  span (:class:`BaggageRequestIdProcessor`) and log record
+  (:class:`BaggageRequestIdLogProcessor`).
 * Both instrumentors are process-wide singletons (``BaseInstrumentor``): a second
   ``instrument()`` with another provider is ignored with a warning, so each client
   here uninstruments on exit and refuses to start over a live instrumentation.
@@ -119,7 +120,7 @@ from typing import Any
 import openai
 from opentelemetry import baggage
 from opentelemetry.context import Context
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor, ReadWriteLogRecord
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
 from guardtrace.schemas import names
@@ -131,6 +132,7 @@ __all__ = [
     "EMIT_EVENT_VARIABLE",
     "INFERENCE_DETAILS_EVENT",
     "OPENINFERENCE_GENAI_SEMCONV_VARIABLE",
+    "BaggageRequestIdLogProcessor",
     "BaggageRequestIdProcessor",
     "check_genai_semconv_installable",
     "genai_semconv_openai",
@@ -260,6 +262,11 @@ def genai_semconv_openai(api: ScriptedAPI, tracer_provider: TracerProvider,
             instrumentor.uninstrument()
 
 
+def _baggage_request_id(parent_context: Context | None) -> str:
+    request_id = baggage.get_baggage(names.ATTR_REQUEST_ID, parent_context)
+    return request_id if isinstance(request_id, str) else ""
+
+
 class BaggageRequestIdProcessor(SpanProcessor):
     """Copies the ``request_id`` baggage entry onto every span started under it.
 
@@ -269,12 +276,32 @@ class BaggageRequestIdProcessor(SpanProcessor):
     """
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        request_id = baggage.get_baggage(names.ATTR_REQUEST_ID, parent_context)
-        if isinstance(request_id, str) and request_id:
+        if request_id := _baggage_request_id(parent_context):
             span.set_attribute(names.ATTR_REQUEST_ID, request_id)
 
     def on_end(self, span: ReadableSpan) -> None:
         return None
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+class BaggageRequestIdLogProcessor(LogRecordProcessor):
+    """Copies the ``request_id`` baggage entry onto every log record emitted under it.
+
+    The log side of :class:`BaggageRequestIdProcessor`: GenAI log events (such as
+    ``gen_ai.client.inference.operation.details``) carry the request id too. Add it
+    before the exporting processor, which sees the record after it.
+    """
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        if (request_id := _baggage_request_id(None)) and \
+                log_record.log_record.attributes is not None:
+            # The SDK hands processors a mutable BoundedAttributes.
+            log_record.log_record.attributes[names.ATTR_REQUEST_ID] = request_id  # type: ignore[index]
 
     def shutdown(self) -> None:
         return None
