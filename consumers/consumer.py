@@ -2,7 +2,7 @@
 
 The loop, and why it is shaped this way:
 
-* Poll records from the spans, metrics and payloads topics; decode each into rows.
+* Poll records from the spans, metrics, payloads and logs topics; decode each into rows.
   A record that cannot be decoded goes to the dead-letter topic with the reason in its
   headers, and the partition moves on (one bad record must not stop a partition).
 * Flush when the batch reaches ``batch_max_rows``, ``batch_max_bytes`` of record values
@@ -63,7 +63,13 @@ from .dead_letters import (
     reason_kind,
     send_dead_letters,
 )
-from .decode import PoisonRecord, decode_metrics, decode_payload_message, decode_spans
+from .decode import (
+    PoisonRecord,
+    decode_logs,
+    decode_metrics,
+    decode_payload_message,
+    decode_spans,
+)
 from .health import Stall
 from .metrics import (
     DROP_ABANDONED,
@@ -240,6 +246,7 @@ class TelemetryConsumer:
             config.spans_topic: decode_spans,
             config.metrics_topic: decode_metrics,
             config.payloads_topic: decode_payload_message,
+            config.logs_topic: decode_logs,
         }
         settings: dict[str, Any] = {
             **config.kafka_settings(),  # bootstrap servers, TLS and SASL
