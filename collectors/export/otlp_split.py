@@ -1,9 +1,9 @@
 """Split OTLP export requests so that no Kafka message exceeds a size limit.
 
-A request is a tree: resource entries, each with scope entries, each with items (spans
-or metrics). Splitting keeps that shape: items are packed greedily into requests that
-repeat their resource and scope, so every message is a valid, self-describing OTLP
-request a Collector could read. An item that alone exceeds the limit cannot be sent and
+A request is a tree: resource entries, each with scope entries, each with items (spans,
+metrics or log records). Splitting keeps that shape: items are packed greedily into
+requests that repeat their resource and scope, so every message is a valid,
+self-describing OTLP request a Collector could read. An item that alone exceeds the limit cannot be sent and
 is reported back to the caller to count as dropped.
 """
 
@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-__all__ = ["SplitResult", "split_metrics_request", "split_trace_request"]
+__all__ = ["SplitResult", "split_logs_request", "split_metrics_request", "split_trace_request"]
 
 # Bytes a repeated-field tag and length prefix add around an embedded message.
 _FIELD_OVERHEAD = 6
@@ -27,8 +28,8 @@ _FIELD_OVERHEAD = 6
 class SplitResult:
     """Serialized requests, each at most the limit, and how many items did not fit.
 
-    ``item_counts[i]`` is how many spans or metrics ``messages[i]`` carries, so a failed
-    delivery can be counted in items, not messages.
+    ``item_counts[i]`` is how many spans, metrics or log records ``messages[i]`` carries,
+    so a failed delivery can be counted in items, not messages.
     """
 
     messages: list[bytes]
@@ -46,6 +47,12 @@ def split_metrics_request(request: ExportMetricsServiceRequest, max_bytes: int) 
     """Serialize ``request`` as one or more requests of at most ``max_bytes`` each."""
     return _split(request, max_bytes, ExportMetricsServiceRequest,
                   "resource_metrics", "scope_metrics", "metrics")
+
+
+def split_logs_request(request: ExportLogsServiceRequest, max_bytes: int) -> SplitResult:
+    """Serialize ``request`` as one or more requests of at most ``max_bytes`` each."""
+    return _split(request, max_bytes, ExportLogsServiceRequest,
+                  "resource_logs", "scope_logs", "log_records")
 
 
 def _split(request: Any, max_bytes: int, request_type: type, resource_field: str,
