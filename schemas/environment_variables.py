@@ -137,6 +137,11 @@ HEALTH_PORT: Final = EnvVar(
     "GUARDTRACE_HEALTH_PORT", "0",
     "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes; "
     "0 serves nothing.", "pipeline")
+PIPELINE_DETECTION: Final = EnvVar(
+    "GUARDTRACE_PIPELINE_DETECTION", "on",
+    "Zero-code detection: the consumers run the guards' detectors on the OpenInference and "
+    "OpenTelemetry GenAI LLM spans they store and write what they find as guard events "
+    "(`on` or `off`).", "pipeline")
 ALERT_RULES: Final = EnvVar(
     "GUARDTRACE_ALERT_RULES", "",
     "Alert rules file (TOML) that `guardtrace up` evaluates and the dashboard's Alerts page "
@@ -206,7 +211,8 @@ ALL: Final = (
     CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
     TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT, API_PORT,
-    DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT, DASHBOARD_TOKEN, DASHBOARD_ALLOWED_EMAILS,
+    DASHBOARD_TOP_AGENTS, LOG_LEVEL, HEALTH_PORT, PIPELINE_DETECTION, DASHBOARD_TOKEN,
+    DASHBOARD_ALLOWED_EMAILS,
     DASHBOARD_ALLOWED_DOMAINS, KAFKA_SECURITY_PROTOCOL, KAFKA_SASL_MECHANISM,
     KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE,
     KAFKA_SSL_KEY_FILE, KAFKA_SSL_KEY_PASSWORD, KAFKA_SSL_CHECK_HOSTNAME, CLICKHOUSE_TLS_VERIFY,
