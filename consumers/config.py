@@ -41,6 +41,8 @@ class ConsumerConfig:
     heartbeat_interval_ms: int = 2000
     # TLS and SASL of every client the consumer builds (its own and the dead-letter producer).
     security: KafkaSecurity = KafkaSecurity()
+    # Run the detectors on the GenAI LLM spans stored (consumers/pipeline_detection.py).
+    pipeline_detection: bool = True
 
     @classmethod
     def resolve(cls, environ: Mapping[str, str] | None = None,
@@ -75,6 +77,8 @@ class ConsumerConfig:
             batch_max_bytes=env.read_int(env.BATCH_MAX_BYTES, get("batch_max_bytes"), environ,
                                          minimum=1024),
             security=get("security") or KafkaSecurity.resolve(environ),
+            pipeline_detection=env.read_bool(env.PIPELINE_DETECTION,
+                                             get("pipeline_detection"), environ),
             **{k: v for k, v in explicit.items()
                if k in ("session_timeout_ms", "heartbeat_interval_ms") and v is not None},
         )
@@ -109,6 +113,8 @@ class ConsumerStats:
     write_retries: int = 0
     commits: int = 0
     lag: int = 0
+    # What pipeline detection read, found and could not read, by kind.
+    pipeline_detection: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -117,4 +123,5 @@ class ConsumerStats:
             "dead_letters": self.dead_letters,
             "dead_letter_reasons": dict(sorted(self.dead_letter_reasons.items())),
             "write_retries": self.write_retries, "commits": self.commits, "lag": self.lag,
+            "pipeline_detection": dict(sorted(self.pipeline_detection.items())),
         }
