@@ -78,6 +78,7 @@ from .metrics import (
     ConsumerMetrics,
     partition_lag,
 )
+from .pipeline_detection import PipelineDetection
 
 __all__ = ["MAX_RECORD_BYTES", "ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
 
@@ -242,8 +243,12 @@ class TelemetryConsumer:
         self.metrics = ConsumerMetrics()
         self.metrics.topics(config.topics)
         self._lag_read_at = 0.0  # when the loop last read its lag (time.monotonic())
+        # Zero-code detection: spans decoded, then the detectors run on the LLM spans.
+        spans_decoder: Callable[[bytes], DecodedRows] = (
+            PipelineDetection(decode_spans, self.stats.pipeline_detection)
+            if config.pipeline_detection else decode_spans)
         self._decoders: dict[str, Callable[[bytes], DecodedRows]] = {
-            config.spans_topic: decode_spans,
+            config.spans_topic: spans_decoder,
             config.metrics_topic: decode_metrics,
             config.payloads_topic: decode_payload_message,
             config.logs_topic: decode_logs,
