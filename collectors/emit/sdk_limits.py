@@ -4,20 +4,24 @@
   one ``otel.metric.overflow`` series that loses *every* label, ``module`` included.
   guardtrace caps ``agent`` per metric and module itself (cardinality.py), so the SDK's
   limit must sit above what that cap allows, or it would undo it.
-* Span queue: ``BatchSpanProcessor`` drops spans when its queue is full and only logs
-  it. guardtrace counts every drop in ``guardtrace.export_dropped`` like its own.
+* Span and log queues: ``BatchSpanProcessor`` and ``BatchLogRecordProcessor`` drop what
+  arrives when their queue is full and only log it. guardtrace counts every drop in
+  ``guardtrace.export_dropped`` like its own.
 """
 
 from __future__ import annotations
 
+from opentelemetry.sdk._logs import ReadWriteLogRecord
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ...schemas import names
-from .internal import count_internal
+from .internal import count_internal, log_rate_limited
 
-__all__ = ["CountingBatchSpanProcessor", "cardinality_views", "sdk_cardinality_limit"]
+__all__ = ["CountingBatchLogRecordProcessor", "CountingBatchSpanProcessor",
+           "cardinality_views", "sdk_cardinality_limit"]
 
 # Label combinations besides agent and module a guard counter carries (tier: 3 values;
 # retries_used: a few) and modules an application is expected to use. A bound, not a
@@ -57,3 +61,26 @@ class CountingBatchSpanProcessor(BatchSpanProcessor):
             count_internal(names.METRIC_EXPORT_DROPPED, 1,
                            {"signal": "spans", names.ATTR_REASON: "queue_full"})
         super().on_end(span)
+
+
+class CountingBatchLogRecordProcessor(BatchLogRecordProcessor):
+    """``BatchLogRecordProcessor`` that counts the records it drops because its queue is
+    full, and never raises into the code that emitted the record.
+
+    ``on_emit`` runs on the thread of whoever logs (an LLM client's instrumentation, the
+    agent), and the SDK passes on whatever a processor raises: a failure here is logged
+    and counted as a dropped record instead. The count has the same race as
+    :class:`CountingBatchSpanProcessor`'s.
+    """
+
+    def on_emit(self, log_record: ReadWriteLogRecord) -> None:
+        try:
+            batch = self._batch_processor
+            if len(batch._queue) >= batch._max_queue_size:  # noqa: SLF001
+                count_internal(names.METRIC_EXPORT_DROPPED, 1,
+                               {"signal": "logs", names.ATTR_REASON: "queue_full"})
+            super().on_emit(log_record)
+        except Exception as exc:  # noqa: BLE001 - telemetry must not break the host's call
+            log_rate_limited("emit-logs", "guardtrace dropped a log record: %r", exc)
+            count_internal(names.METRIC_EXPORT_DROPPED, 1,
+                           {"signal": "logs", names.ATTR_REASON: "emit_failed"})
