@@ -1,4 +1,4 @@
-"""Imports follow the data path: hooks -> Kafka -> consumers -> store <- dashboard, CLI.
+"""Imports follow the data path: hooks -> Kafka -> consumers -> store <- alerts, dashboard, CLI.
 
 Read from the source (every ``import`` and ``from ... import``, relative ones resolved,
 lazy ones inside functions included), so a forbidden import fails here even when no
@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # The read side of the store: what only readers (dashboard, CLI) may import.
 READ_SIDE = ("guardtrace.store.queries", "guardtrace.store.request_queries",
              "guardtrace.store.overview_queries", "guardtrace.store.pipeline_queries",
-             "guardtrace.store.query_sql", "guardtrace.dashboard", "guardtrace.cli")
+             "guardtrace.store.alert_queries", "guardtrace.store.query_sql",
+             "guardtrace.alerts", "guardtrace.dashboard", "guardtrace.cli")
 
 # folder -> module prefixes nothing in it may import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -30,7 +31,13 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "transport": READ_SIDE + ("guardtrace.consumers", "guardtrace.store"),
     "consumers": READ_SIDE,
     # The store is below the consumers: they import it, never the reverse.
-    "store": ("guardtrace.consumers", "guardtrace.dashboard", "guardtrace.cli"),
+    "store": ("guardtrace.consumers", "guardtrace.dashboard", "guardtrace.cli",
+              "guardtrace.alerts"),
+    # Alerts read the store (its read queries, and write their own alert_events), consumer
+    # lag from the transport, and nothing of the write path, the hooks or the UIs.
+    "alerts": ("guardtrace.collectors", "guardtrace.consumers", "guardtrace.dashboard",
+               "guardtrace.cli", "guardtrace.simulator", "guardtrace.integrations",
+               "guardtrace.store.writer"),
     # Readers read through the store; the dashboard never touches the write side.
     "dashboard": ("guardtrace.consumers", "guardtrace.cli", "guardtrace.store.writer"),
     # The CLI launches the dashboard (a path lookup), it does not import it.
@@ -38,7 +45,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 # The write side's own modules inside store/: they must not import the read side either.
 WRITE_SIDE_STORE = ("writer.py", "rows.py", "tables.py", "connection.py", "migrate.py",
-                    "cluster_migrations.py", "access.py")
+                    "cluster_migrations.py", "access.py", "alert_events.py")
 
 
 def _module_name(path: Path) -> str:
