@@ -24,6 +24,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "guardtrace.cli.query",       # trace, payload, requests
     "guardtrace.cli.up",          # up, dashboard
     "guardtrace.cli.simulate",    # simulate
+    "guardtrace.cli.alerts",      # alerts test, alerts run
 )
 
 
