@@ -28,6 +28,7 @@ from typing import Any
 
 from ..schemas import dashboard_access as access
 from ..schemas import environment_variables as env
+from .alerts import load_up_rules, start_alerts
 from .support import (
     DASHBOARD_MODULES,
     CommandError,
@@ -202,6 +203,7 @@ class _Stack:
     consumer_thread: threading.Thread | None = None
     simulator: subprocess.Popen[bytes] | None = None
     simulator_log: Path | None = None
+    alerts: Any = None
     failure: list[str] = field(default_factory=list)
 
     def stop(self) -> None:
@@ -212,6 +214,8 @@ class _Stack:
             except subprocess.TimeoutExpired:
                 self.simulator.kill()
                 self.simulator.wait()
+        if self.alerts is not None:
+            self.alerts.stop()  # queued notifications are delivered or dead-lettered
         if self.consumer is not None:
             self.consumer.stop()
         if self.consumer_thread is not None:
@@ -263,6 +267,8 @@ def _supervise(stack: _Stack, stop: threading.Event) -> None:
             problem = "the embedded broker exited"
         elif stack.consumer_thread is not None and not stack.consumer_thread.is_alive():
             problem = "the consumer stopped"
+        elif stack.alerts is not None and not stack.alerts.alive():
+            problem = "the alert evaluator stopped"
         elif stack.simulator is not None and stack.simulator.poll() is not None:
             problem = (f"the demo simulator exited with status {stack.simulator.returncode} "
                        f"(see {stack.simulator_log})")
@@ -308,6 +314,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not external_kafka:
         _check_port_free(args.broker_port, "embedded Kafka broker", "--broker-port")
     config = PipelineConfig.resolve()  # every setting, once; passed on from here
+    alert_rules = load_up_rules(args.alert_rules)  # an invalid file: nothing starts
     protocol = config.consumer.security.protocol
     if not external_kafka and protocol != "PLAINTEXT":
         # The embedded broker serves plaintext only: a secured client would fail on it.
@@ -323,6 +330,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     # Labels page then shows the cap the fleet runs with).
     extra_settings = ({env.AGENT_LABEL_CAP.name: DEMO_AGENT_LABEL_CAP}
                       if args.demo and not os.environ.get(env.AGENT_LABEL_CAP.name) else {})
+    if alert_rules is not None:  # the dashboard's Alerts page shows them
+        extra_settings[env.ALERT_RULES.name] = alert_rules.source
 
     stack = _Stack()
     stop_supervisor = threading.Event()
@@ -347,6 +356,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         applied = pipeline.applied
         settings = {**config.environment(), **extra_settings}
         _start_consumer(stack, pipeline)
+        if alert_rules is not None:
+            stack.alerts = start_alerts(alert_rules, store_config, bootstrap,
+                                        config.consumer.group_id, config.topics.consumed,
+                                        config.consumer.security)
         if args.demo:
             _start_simulator(stack, settings, Path(".guardtrace"), args.demo_rate)
         threading.Thread(target=_supervise, args=(stack, stop_supervisor),
@@ -360,6 +373,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                   f"{', migrated now' if applied else ''})\n"
                   + (f"  demo        simulating {args.demo_rate:g} requests/s "
                      f"(log: {stack.simulator_log})\n" if args.demo else "")
+                  + (f"  alerts      {len(alert_rules.rules)} rule(s) from {alert_rules.source}, "
+                     f"every {stack.alerts.settings.interval_s:g} s\n" if stack.alerts else "")
                   + "Ctrl-C stops everything.")
         threading.Thread(target=_announce_when_serving, args=(port, banner, stop_supervisor),
                          name="guardtrace-announce", daemon=True).start()
@@ -400,6 +415,9 @@ def register(sub: Any) -> None:
                         f"{env.DASHBOARD_PORT.default})")
     p.add_argument("--address", default=LOOPBACK,
                    help=f"dashboard listen address (default {LOOPBACK}; {_ADDRESS_RULE})")
+    p.add_argument("--alert-rules", default=None, metavar="FILE",
+                   help=f"evaluate these alert rules (TOML) beside the consumer (default "
+                        f"${env.ALERT_RULES.name}; none when unset)")
     p.add_argument("--broker-port", type=positive_int, default=9092,
                    help="embedded broker port (default 9092)")
     p.set_defaults(func=cmd_up, needs=DASHBOARD_MODULES)
