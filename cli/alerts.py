@@ -15,6 +15,7 @@ import argparse
 import json
 import signal
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..schemas import environment_variables as env
@@ -60,7 +61,8 @@ def load_up_rules(path: str | None) -> RuleSet | None:
     from ..alerts import load_rules
 
     chosen = env.read_str(env.ALERT_RULES, path)
-    return load_rules(chosen) if chosen else None
+    # Absolute: the dashboard is handed the same file, whatever its working directory.
+    return load_rules(Path(chosen).expanduser().resolve()) if chosen else None
 
 
 def start_alerts(rules: RuleSet, store: StoreConfig, bootstrap: str, group: str,
