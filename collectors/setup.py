@@ -20,6 +20,8 @@ from .emit.cardinality import AgentLabelLimiter
 from .emit.redaction import Redactor
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import LogRecordExporter
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import MetricExporter
     from opentelemetry.sdk.resources import Resource
@@ -48,14 +50,18 @@ class Telemetry:
     meter_provider: MeterProvider | None
     payload_sink: _state.PayloadSink
     producer: LazyProducer | None
+    # Other instrumentations' log records (GenAI log events) go out through this one.
+    logger_provider: LoggerProvider | None = None
 
     def force_flush(self, timeout_s: float = 10.0) -> bool:
-        """Export everything queued (spans, metrics, payloads); False on timeout."""
+        """Export everything queued (spans, metrics, logs, payloads); False on timeout."""
         ok = True
         if self.tracer_provider is not None:
             ok = self.tracer_provider.force_flush(int(timeout_s * 1000)) and ok
         if self.meter_provider is not None:
             ok = self.meter_provider.force_flush(int(timeout_s * 1000)) and ok
+        if self.logger_provider is not None:
+            ok = self.logger_provider.force_flush(int(timeout_s * 1000)) and ok
         ok = self.payload_sink.force_flush(timeout_s) and ok
         if self.producer is not None:
             ok = self.producer.flush(timeout_s) and ok
@@ -68,6 +74,8 @@ class Telemetry:
             self.tracer_provider.shutdown()
         if self.meter_provider is not None:
             self.meter_provider.shutdown(timeout_millis=timeout_s * 1000)
+        if self.logger_provider is not None:
+            self.logger_provider.shutdown()
         self.payload_sink.shutdown(timeout_s)
         if self.producer is not None:
             self.producer.close(timeout_s)
@@ -84,7 +92,8 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
 
     Args:
         set_global: Also install the providers as the OTel global providers, so spans the
-            agent creates itself carry the guard events and travel the same way.
+            agent creates itself carry the guard events and travel the same way, and so do
+            other instrumentations' log records (GenAI log events, on the logs topic).
         producer_overrides: Extra kafka-python producer settings.
         redaction_rules: Extra redaction rules, name -> regular expression.
         **settings: Any :class:`CollectorConfig` field, e.g. ``kafka_bootstrap``.
@@ -97,14 +106,19 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
     """
     # The SDK and the export path are imported here, not at module level: an agent that
     # imports the hooks and never configures them loads no Kafka client and no SDK.
-    from opentelemetry import metrics, trace
+    from opentelemetry import _logs, metrics, trace
+    from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from .emit.export_redaction import redacting_exporters
-    from .emit.sdk_limits import CountingBatchSpanProcessor, cardinality_views
+    from .emit.export_redaction import redacting_exporters, redacting_log_exporter
+    from .emit.sdk_limits import (
+        CountingBatchLogRecordProcessor,
+        CountingBatchSpanProcessor,
+        cardinality_views,
+    )
     from .export.kafka_producer import LazyProducer
     from .export.payload_sink import KafkaPayloadSink
 
@@ -117,6 +131,7 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
         config = CollectorConfig.resolve(**settings)
         if config.exporter == "otlp":
             _otlp_grpc_exporters()  # a missing extra fails here, before anything starts
+            _otlp_grpc_log_exporter()
         redactor = Redactor(extra_rules=redaction_rules or {}, enabled=config.redact)
         resource = Resource.create(
             {SERVICE_NAME: config.service_name} if config.service_name else {})
@@ -145,6 +160,17 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
                 trace.set_tracer_provider(tracer_provider)
                 metrics.set_meter_provider(meter_provider)
 
+        logger_provider = None
+        log_exporter = _log_exporter(config, producer, resource)
+        if log_exporter is not None:
+            # Redacted on the batch worker, as spans are; the processor counts what it drops
+            # and never raises into whoever emitted the record.
+            logger_provider = LoggerProvider(resource=resource)
+            logger_provider.add_log_record_processor(CountingBatchLogRecordProcessor(
+                redacting_log_exporter(log_exporter, redactor)))
+            if set_global:
+                _logs.set_logger_provider(logger_provider)
+
         payload_sink: _state.PayloadSink = _state.NullPayloadSink()
         if config.capture_payloads and producer is not None:
             payload_sink = KafkaPayloadSink(config, producer, redactor)
@@ -153,7 +179,8 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
             tracer_provider=tracer_provider, meter_provider=meter_provider,
             payload_sink=payload_sink, limiter=AgentLabelLimiter(config.agent_label_cap),
             redactor=redactor))
-        _active = Telemetry(config, tracer_provider, meter_provider, payload_sink, producer)
+        _active = Telemetry(config, tracer_provider, meter_provider, payload_sink, producer,
+                            logger_provider)
         logger.info("guardtrace telemetry configured: exporter=%s bootstrap=%s",
                     config.exporter, config.kafka_bootstrap)
         return _active
@@ -178,6 +205,22 @@ def _exporters(config: CollectorConfig, producer: LazyProducer | None,
     return None, None
 
 
+def _log_exporter(config: CollectorConfig, producer: LazyProducer | None,
+                  resource: Resource) -> LogRecordExporter | None:
+    """The log exporter of the configured mode; None when nothing is exported."""
+    from opentelemetry.sdk.resources import SERVICE_NAME
+
+    if config.exporter == "kafka":
+        from .export.kafka_exporters import KafkaLogExporter
+
+        assert producer is not None
+        return KafkaLogExporter(producer, config.logs_topic, config.max_message_bytes,
+                                service_key=str(resource.attributes.get(SERVICE_NAME, "")))
+    if config.exporter == "otlp":
+        return _otlp_grpc_log_exporter()()
+    return None
+
+
 def _otlp_grpc_exporters() -> tuple[type[SpanExporter], type[MetricExporter]]:
     """The OTLP/gRPC exporter classes, imported only in that mode (Kafka agents never
     load grpc); without the ``otlp-grpc`` extra, a ConfigError that says how to get it."""
@@ -189,6 +232,17 @@ def _otlp_grpc_exporters() -> tuple[type[SpanExporter], type[MetricExporter]]:
             f"{env.EXPORTER.name}=otlp exports over OTLP/gRPC, which this install lacks "
             f"({exc.name or exc} is missing): {OTLP_GRPC_INSTALL}") from exc
     return OTLPSpanExporter, OTLPMetricExporter
+
+
+def _otlp_grpc_log_exporter() -> type[LogRecordExporter]:
+    """The OTLP/gRPC log exporter class, as :func:`_otlp_grpc_exporters` gives the others."""
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
+    except ImportError as exc:
+        raise env.ConfigError(
+            f"{env.EXPORTER.name}=otlp exports over OTLP/gRPC, which this install lacks "
+            f"({exc.name or exc} is missing): {OTLP_GRPC_INSTALL}") from exc
+    return OTLPLogExporter
 
 
 def force_flush(timeout_s: float = 10.0) -> bool:

@@ -1,4 +1,4 @@
-"""Redaction of every span and metric point guardtrace's providers export, whoever made it.
+"""Redaction of every span, point and log record guardtrace's providers export, whoever made it.
 
 ``configure()`` installs guardtrace's providers as the OTel globals, so other
 instrumentations (an LLM client's, an HTTP client's, the agent's own) record prompts,
@@ -13,8 +13,9 @@ the last point before encoding:
   and the ids.
 * metric points: attributes, and each exemplar's filtered attributes. Metric names,
   descriptions and units come from instrument definitions in code.
-* logs: guardtrace configures no log provider (its structured log lines go to stdlib
-  ``logging`` only), so there is nothing of its to wrap.
+* log records (GenAI log events carry a call's whole prompt and reply): the body, as a
+  string or as every string of a map or array body, and the attributes. Event name,
+  severity, scope, resource and ids are code's and the deployment's, and are kept.
 
 Why a wrapped exporter and not a span processor: ``SpanProcessor.on_end`` runs on the
 thread that ends the span, the agent's, and a ``ReadableSpan`` cannot be changed there,
@@ -34,10 +35,14 @@ time, a bounded number of decisions per rule, long values in slices.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import (
     MetricExporter,
     MetricExportResult,
@@ -51,8 +56,9 @@ from ...schemas import names
 from .internal import count_internal, log_rate_limited
 from .redaction import Redactor
 
-__all__ = ["RedactingMetricExporter", "RedactingSpanExporter", "redact_metrics",
-           "redact_span", "redacting_exporters"]
+__all__ = ["RedactingLogExporter", "RedactingMetricExporter", "RedactingSpanExporter",
+           "redact_log_record", "redact_metrics", "redact_span", "redacting_exporters",
+           "redacting_log_exporter"]
 
 
 class _RedactedSpan(ReadableSpan):
@@ -256,6 +262,74 @@ class RedactingMetricExporter(MetricExporter):
         self._exporter.shutdown(timeout_millis=timeout_millis, **kwargs)
 
 
+def redact_log_record(record: ReadableLogRecord, redactor: Redactor) -> ReadableLogRecord:
+    """``record`` as it may leave the process: itself when it holds no secret, else a
+    copy with its body and attributes redacted (and the SDK's dropped-attribute count)."""
+    api_record = record.log_record
+    body, found = _redact_body(api_record.body, redactor)
+    attributes = redactor.redact_attributes(api_record.attributes)
+    if not found and attributes is None:
+        return record
+    redacted = copy.copy(api_record)
+    redacted.body = body
+    if attributes is not None:
+        kept = BoundedAttributes(attributes=attributes)
+        kept.dropped = record.dropped_attributes
+        redacted.attributes = kept
+    return dataclasses.replace(record, log_record=redacted)
+
+
+def _redact_body(body: Any, redactor: Redactor) -> tuple[Any, int]:
+    if isinstance(body, str):
+        return redactor.redact_counted(body)
+    if isinstance(body, (Mapping, Sequence)) and not isinstance(body, (bytes, bytearray)):
+        # The SDK leaves a body as the caller gave it, and the encoder takes any mapping or
+        # sequence; the redactor walks dicts, lists and tuples, so others become those.
+        new, found = redactor.redact_structure(_plain(body, 0))
+        return (new, found) if found else (body, 0)
+    return body, 0
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """``value`` with every mapping a dict and every sequence a list or tuple."""
+    if isinstance(value, (str, bytes, bytearray)) or depth > 200:
+        return value
+    if isinstance(value, Mapping):
+        return {key: _plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, Sequence):
+        return [_plain(item, depth + 1) for item in value]
+    return value
+
+
+class RedactingLogExporter(LogRecordExporter):
+    """Redacts every log record (:func:`redact_log_record`) on the export thread, then
+    hands the batch to ``exporter``.
+
+    A record whose redaction fails is dropped and counted, never exported as it was.
+    """
+
+    def __init__(self, exporter: LogRecordExporter, redactor: Redactor) -> None:
+        self._exporter = exporter
+        self._redactor = redactor
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        redacted: list[ReadableLogRecord] = []
+        for record in batch:
+            try:
+                redacted.append(redact_log_record(record, self._redactor))
+            except Exception as exc:  # noqa: BLE001 - fail closed: the record is not sent
+                _redaction_failed("logs", 1, exc)
+        result = (self._exporter.export(redacted) if redacted
+                  else LogRecordExportResult.SUCCESS)
+        return result if len(redacted) == len(batch) else LogRecordExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self._exporter.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self._exporter.shutdown()
+
+
 def _redaction_failed(signal: str, items: int, exc: BaseException) -> None:
     log_rate_limited(f"redact-{signal}", "guardtrace could not redact %s, dropped them: %r",
                      signal, exc)
@@ -273,3 +347,12 @@ def redacting_exporters(span_exporter: SpanExporter, metric_exporter: MetricExpo
     redactor = redactor.with_own_memo()
     return (RedactingSpanExporter(span_exporter, redactor),
             RedactingMetricExporter(metric_exporter, redactor))
+
+
+def redacting_log_exporter(exporter: LogRecordExporter,
+                           redactor: Redactor) -> LogRecordExporter:
+    """The log exporter wrapped to redact, or as it is when redaction is off (the same
+    switch as spans, points and payloads)."""
+    if not redactor.enabled:
+        return exporter
+    return RedactingLogExporter(exporter, redactor.with_own_memo())
