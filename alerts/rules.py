@@ -94,10 +94,13 @@ class Webhook:
     url: str
     format: WebhookFormat = "json"
     headers: tuple[tuple[str, str], ...] = ()
+    url_env: str = ""  # the variable the URL was read from, if any
 
     @property
     def display(self) -> str:
         """The name and host, never the whole URL (a Slack URL's path is its secret)."""
+        if not self.url:
+            return f"{self.name} (${self.url_env})"
         parsed = urlparse(self.url)
         host = parsed.hostname or "?"
         return f"{self.name} ({host}{f':{parsed.port}' if parsed.port else ''})"
@@ -188,13 +191,16 @@ class RuleSet:
         return [by_name[name] for name in rule.notify]
 
 
-def load_rules(path: str | os.PathLike[str],
-               environ: Mapping[str, str] | None = None) -> RuleSet:
+def load_rules(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None,
+               *, read_urls: bool = True) -> RuleSet:
     """Read and validate the rules file at ``path``.
 
     Args:
         environ: Where a webhook's ``url_env`` is looked up (default: this process's
             environment).
+        read_urls: Look ``url_env`` up (False: a reader that only shows the rules, such as
+            the dashboard, which need not hold the webhooks' secrets; those webhooks then
+            have an empty ``url``).
 
     Raises:
         AlertRulesError: the file cannot be read, is not TOML, or has problems (all of
@@ -205,11 +211,11 @@ def load_rules(path: str | os.PathLike[str],
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise AlertRulesError(source, [f"cannot be read: {exc}"]) from None
-    return parse_rules(text, source, environ)
+    return parse_rules(text, source, environ, read_urls=read_urls)
 
 
-def parse_rules(text: str, source: str = "<text>",
-                environ: Mapping[str, str] | None = None) -> RuleSet:
+def parse_rules(text: str, source: str = "<text>", environ: Mapping[str, str] | None = None,
+                *, read_urls: bool = True) -> RuleSet:
     """Validate rules given as TOML text (see :func:`load_rules`)."""
     try:
         data = tomllib.loads(text)
@@ -221,7 +227,7 @@ def parse_rules(text: str, source: str = "<text>",
             problems.append(f"top level, field {key!r}: unknown (a rules file holds [[rule]] "
                             "and [[webhook]] tables)")
     webhooks = tuple(hook for index, raw in enumerate(_tables(data, "webhook", problems), 1)
-                     if (hook := _webhook(raw, index, problems, environ)) is not None)
+                     if (hook := _webhook(raw, index, problems, environ, read_urls)) is not None)
     names = _unique_names("webhook", [hook.name for hook in webhooks], problems)
     raw_rules = _tables(data, "rule", problems)
     if not raw_rules and "rule" not in data:
@@ -468,8 +474,8 @@ def _scope(fields: _Fields, spec: MetricSpec) -> tuple[str | None, bool | None, 
     return module, per_module, min_volume
 
 
-def _webhook(raw: Any, index: int, problems: list[str],
-             environ: Mapping[str, str] | None) -> Webhook | None:
+def _webhook(raw: Any, index: int, problems: list[str], environ: Mapping[str, str] | None,
+             read_urls: bool) -> Webhook | None:
     if not isinstance(raw, dict):
         problems.append(f"webhook #{index}: expected a table of fields, got {raw!r}")
         return None
@@ -477,7 +483,7 @@ def _webhook(raw: Any, index: int, problems: list[str],
     count = len(problems)
     name = fields.name()
     form = fields.choice("format", _FORMATS, "json")
-    url = _url(fields, os.environ if environ is None else environ)
+    url = _url(fields, os.environ if environ is None else environ, read_urls)
     headers: list[tuple[str, str]] = []
     raw_headers = raw.get("headers", {})
     if not isinstance(raw_headers, dict):
@@ -493,10 +499,12 @@ def _webhook(raw: Any, index: int, problems: list[str],
                 headers.append((key, value))
     if len(problems) > count or name is None or url is None or form is None:
         return None
-    return Webhook(name, url, "slack" if form == "slack" else "json", tuple(headers))
+    url_env = raw.get("url_env", "")
+    return Webhook(name, url, "slack" if form == "slack" else "json", tuple(headers),
+                   url_env if isinstance(url_env, str) else "")
 
 
-def _url(fields: _Fields, environ: Mapping[str, str]) -> str | None:
+def _url(fields: _Fields, environ: Mapping[str, str], read_urls: bool) -> str | None:
     if fields.given("url") == fields.given("url_env"):
         fields.problem("url", "give url (the address) or url_env (the environment variable "
                        "that holds it), one of the two")
@@ -511,6 +519,8 @@ def _url(fields: _Fields, environ: Mapping[str, str]) -> str | None:
         if not _ENV_NAME.fullmatch(variable):
             fields.problem(field, f"{variable!r} is not an environment variable name")
             return None
+        if not read_urls:
+            return ""
         url = environ.get(variable, "").strip()
         if not url:
             fields.problem(field, f"the environment variable {variable} is not set")

@@ -29,6 +29,7 @@ navigation = st.navigation([
     st.Page(VIEWS / "requests.py", title="Requests", icon=":material/search:", url_path="requests"),
     st.Page(VIEWS / "labels.py", title="Labels", icon=":material/label:", url_path="labels"),
     st.Page(VIEWS / "health.py", title="Pipeline health", icon=":material/health_and_safety:", url_path="health"),
+    st.Page(VIEWS / "alerts.py", title="Alerts", icon=":material/notifications:", url_path="alerts"),
 ], position="sidebar" if admitted else "hidden")
 if not admitted:
     st.stop()
