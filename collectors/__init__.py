@@ -42,6 +42,7 @@ __all__ = [
     "GuardInputError",
     "GuardTelemetry",
     "InMemoryReplyHistory",
+    "KafkaLogExporter",
     "KafkaMetricExporter",
     "KafkaPayloadSink",
     "KafkaSpanExporter",
@@ -112,13 +113,14 @@ _LAZY_EXPORTS = {
     "tool_names_from_openai": ".tool_calls",
     "ToolSpec": ".tool_catalog",
     "read_tool_specs": ".tool_catalog",
+    "KafkaLogExporter": ".export.kafka_exporters",
     "KafkaMetricExporter": ".export.kafka_exporters",
     "KafkaSpanExporter": ".export.kafka_exporters",
     "KafkaPayloadSink": ".export.payload_sink",
 }
 
 if TYPE_CHECKING:
-    from .export.kafka_exporters import KafkaMetricExporter, KafkaSpanExporter
+    from .export.kafka_exporters import KafkaLogExporter, KafkaMetricExporter, KafkaSpanExporter
     from .export.payload_sink import KafkaPayloadSink
     from .plans.retry import (
         PlanAttempt,
