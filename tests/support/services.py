@@ -143,7 +143,8 @@ class Pipeline:
         """Keyword arguments for guardtrace.collectors.configure()."""
         return {"kafka_bootstrap": self.bootstrap, "exporter": "kafka",
                 "spans_topic": self.topics.spans, "metrics_topic": self.topics.metrics,
-                "payloads_topic": self.topics.payloads, "metric_export_interval_ms": 60_000}
+                "payloads_topic": self.topics.payloads, "logs_topic": self.topics.logs,
+                "metric_export_interval_ms": 60_000}
 
     def consumer(self, writer: Any | None = None, **overrides: Any) -> TelemetryConsumer:
         return self.opened.consumer(writer, **overrides)
@@ -171,7 +172,8 @@ def new_pipeline(broker: EmbeddedBroker, ch_client: Any) -> Pipeline:
         clickhouse_url="chdb://unused", database=f"gt_{suffix}",
         bootstrap=broker.bootstrap, group_id=f"group-{suffix}",
         spans_topic=topics.spans, metrics_topic=topics.metrics,
-        payloads_topic=topics.payloads, dead_letter_topic=topics.dead_letters,
+        payloads_topic=topics.payloads, logs_topic=topics.logs,
+        dead_letter_topic=topics.dead_letters,
         batch_max_rows=500, batch_max_seconds=0.5,
         session_timeout_ms=3000, heartbeat_interval_ms=1000)
     # The session's one chDB client: chDB allows one store directory per process.
