@@ -8,9 +8,11 @@ hooks run on it, and write what they find as the hooks' own events, on the LLM s
 * hallucinated tools: the reply's tool calls against the tools the request showed
   (:func:`~guardtrace.collectors.plans.validation.validate_plan` with ``emit=False``,
   suggestions included) -> ``llm.hallucination_detected``, one per invented name;
-* fabrication: the reply judged within its conversation
-  (:meth:`~guardtrace.collectors.replies.fabrication_detector.FabricationDetector.detect_last`:
-  ``action``, ``read``, ``text_tool_call``, ``ungrounded_result``, ``repetition``)
+* fabrication: the reply judged within its conversation by the hooks' conversation
+  engine with its default settings (what
+  :meth:`~guardtrace.collectors.replies.fabrication_detector.FabricationDetector.detect_last`
+  runs: ``action``, ``read``, ``text_tool_call``, ``ungrounded_result``, ``repetition``;
+  the tiers that cannot fire on a reply are left out, see :func:`judge_reply`)
   -> ``llm.fabrication_detected``, one per tier;
 * each verdict, pass or fail, also as a ``gen_ai.evaluation.result`` event
   (``guardtrace.plan_tools`` / ``guardtrace.fabrication``, label ``pass`` or ``fail``,
@@ -47,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -54,7 +57,8 @@ from ..collectors.errors import GuardInputError
 from ..collectors.plans.allowed_tools import AllowedTools
 from ..collectors.plans.findings import PlanErrorType, PlanIssue, PlanValidationResult, shown_name
 from ..collectors.plans.validation import validate_plan
-from ..collectors.replies.fabrication_detector import FabricationVerdict, default_detector
+from ..collectors.replies.conversation_guard import ReplyVerdict
+from ..collectors.replies.fabrication_detector import default_detector
 from ..schemas import names
 from ..schemas.request_ids import storable_request_id
 from ..store.rows import DecodedRows
@@ -76,6 +80,7 @@ __all__ = [
     "PipelineDetection",
     "detect_in_spans",
     "detection_rows",
+    "judge_reply",
     "pipeline_event_id",
 ]
 
@@ -316,11 +321,7 @@ def _check_replies(exchange: GenAIExchange, span: _Span,
     rows: list[list[Any]] = []
     tools = exchange.tools or None  # unknown: every call counts as run
     for number, message in enumerate(exchange.output):
-        content = message.get("content")
-        if not isinstance(content, str) or not content.strip():
-            continue  # only calls: nothing said to judge
-        verdict = default_detector().detect_last([*exchange.messages, message], tools,
-                                                 system=exchange.system or None)
+        verdict = judge_reply(exchange.messages, message, tools, system=exchange.system)
         if verdict is None:
             continue
         rows += _fabrication_rows(verdict, span, exchange.conversation_id, number)
@@ -330,25 +331,79 @@ def _check_replies(exchange: GenAIExchange, span: _Span,
     return rows
 
 
-def _fabrication_rows(verdict: FabricationVerdict, span: _Span, channel: str,
+# The tiers that cannot fire on a reply are not run: the verdict is the same, and most of
+# a reply's cost is its tiers (the prefilter of judge_reply). Each test below is a
+# condition without which its tier finds nothing:
+# * ungrounded_result: every value it reads (money, codes, clock times, amounts of an
+#   outcome) has a digit;
+# * text_tool_call: every written call has one of these characters (JSON, a tag, an
+#   "Action:" line, a call expression);
+# * repetition: a loop repeats an earlier reply with text and makes no call itself.
+# The claim tiers (action, read) always run: a reply makes a claim in words that no test
+# cheaper than finding the claim rules out.
+_DIGIT_RE = re.compile(r"\d")
+_TEXT_CALL_MARKS = ("{", "<", ":", "(")
+_CLAIM_TIERS = (names.TIER_ACTION, names.TIER_READ)
+
+
+def _earlier_reply(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(m.get("role") in ("assistant", "model") and isinstance(m.get("content"), str)
+               and m["content"].strip() for m in messages)
+
+
+def judge_reply(messages: Sequence[Mapping[str, Any]], reply: Mapping[str, Any],
+                tools: Any, *, system: str = "") -> ReplyVerdict | None:
+    """The fabrication verdict on ``reply`` as the last message after ``messages``.
+
+    The same verdict as the hooks' ``FabricationDetector.detect_last`` on the
+    conversation with ``reply`` last (default settings), with the tiers that cannot fire
+    on this reply left out (see the comment above).
+
+    Args:
+        messages: The conversation before the reply, in OpenAI chat shape.
+        reply: The assistant message judged (its ``content`` and ``tool_calls``).
+        tools: The tool definitions the request showed; None when unknown.
+        system: System instructions given apart from the messages.
+
+    Returns:
+        The verdict; None when the reply has no text (a reply of calls only says
+        nothing to judge, and judging the last reply with text would judge an older one).
+    """
+    text = reply.get("content")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    tiers = list(_CLAIM_TIERS)
+    if any(mark in text for mark in _TEXT_CALL_MARKS):
+        tiers.append(names.TIER_TEXT_TOOL_CALL)
+    if _DIGIT_RE.search(text):
+        tiers.append(names.TIER_UNGROUNDED_RESULT)
+    if not reply.get("tool_calls") and _earlier_reply(messages):
+        tiers.append(names.TIER_REPETITION)
+    verdicts = default_detector().engine.judge([*messages, reply], tools,
+                                               system=system or None, last_only=True,
+                                               tiers=tiers)
+    return verdicts[0] if verdicts else None
+
+
+def _fabrication_rows(verdict: ReplyVerdict, span: _Span, channel: str,
                       number: int) -> list[list[Any]]:
     # As the hooks report them (fabrication.FabricationGuard._emit): one event per tier.
-    similarity = None if verdict.similarity is None else round(verdict.similarity, 4)
     return [span.row(names.EVENT_FABRICATION_DETECTED, names.MODULE_REPLIES, span.agent,
                      tier, f"{number}:{tier}", {
                          names.ATTR_TIER: tier,
-                         names.ATTR_MATCHED_PHRASE: verdict.phrase(tier),
+                         names.ATTR_MATCHED_PHRASE: verdict.evidence(tier),
                          names.ATTR_TOOLS_FIRED: list(verdict.tools_fired),
                          names.ATTR_SIMILARITY:
-                             similarity if tier == names.TIER_REPETITION else None,
+                             verdict.similarity if tier == names.TIER_REPETITION else None,
                          names.ATTR_CHANNEL: channel or None,
                          names.ATTR_AGENT: span.agent or None,
                      }) for tier in verdict.tiers]
 
 
-def _reply_explanation(verdict: FabricationVerdict) -> str:
+def _reply_explanation(verdict: ReplyVerdict) -> str:
     if verdict.flagged:
-        return "; ".join(f"{match.tier}: {match.phrase}" for match in verdict.matches)
+        return "; ".join(f"{finding.tier}: {finding.evidence}"
+                         for finding in verdict.findings)
     return ("no claim of work without a tool that did it, no tool call typed as text, "
             "no value without a source, no loop")
 
