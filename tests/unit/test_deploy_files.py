@@ -28,13 +28,14 @@ from guardtrace.schemas import dashboard_access as access
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 from guardtrace.store.cluster_migrations import check_cluster_name
+from guardtrace.transport.topics import TopicSet
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 KNOWN_VARIABLES = {var.name for var in env.ALL}
-GUARDTRACE_TOPICS = {names.SPANS_TOPIC, names.METRICS_TOPIC, names.PAYLOADS_TOPIC,
-                     names.DEAD_LETTER_TOPIC}
+GUARDTRACE_TOPICS = {names.SPANS_TOPIC, names.METRICS_TOPIC, names.LOGS_TOPIC,
+                     names.PAYLOADS_TOPIC, names.DEAD_LETTER_TOPIC}
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 YAML_FILES = sorted([*DEPLOY.rglob("*.yml"), *DEPLOY.rglob("*.yaml")])
@@ -359,6 +360,10 @@ def test_compose_guardtrace_services_share_the_image_and_settings() -> None:
         assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile", name
 
 
+def test_the_deploy_topics_are_the_pipelines_topics() -> None:
+    assert set(TopicSet.resolve(environ={}).all()) == GUARDTRACE_TOPICS
+
+
 def test_kafka_init_creates_exactly_guardtraces_topics() -> None:
     script = compose()["services"]["kafka-init"]["command"][0]
     match = re.search(r"for topic in ([^;]+);", script)
@@ -382,6 +387,7 @@ def test_collector_writes_otlp_proto_to_guardtraces_topics() -> None:
     kafka = collector()["exporters"]["kafka"]
     assert kafka["traces"] == {"topic": names.SPANS_TOPIC, "encoding": "otlp_proto"}
     assert kafka["metrics"] == {"topic": names.METRICS_TOPIC, "encoding": "otlp_proto"}
+    assert kafka["logs"] == {"topic": names.LOGS_TOPIC, "encoding": "otlp_proto"}
     assert kafka["partition_traces_by_id"] is True
     assert kafka["producer"]["max_message_bytes"] == int(env.MAX_MESSAGE_BYTES.default)
     bootstrap = parse_env_file(DEPLOY / "env" / "pipeline.env")[env.KAFKA_BOOTSTRAP.name]
@@ -397,7 +403,7 @@ def test_collector_accepts_otlp_over_grpc_and_http_and_wires_every_pipeline() ->
     assert protocols["grpc"]["endpoint"].endswith(":4317")
     assert protocols["http"]["endpoint"].endswith(":4318")
     pipelines = doc["service"]["pipelines"]
-    assert set(pipelines) == {"traces", "metrics"}
+    assert set(pipelines) == {"traces", "metrics", "logs"}
     for pipeline in pipelines.values():
         assert set(pipeline["receivers"]) <= set(doc["receivers"])
         assert set(pipeline["processors"]) <= set(doc["processors"])
