@@ -234,10 +234,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_migrate, needs=STORE_MODULES)
 
     p = sub.add_parser("consume", help="persist Kafka telemetry into ClickHouse",
-                       description="Join the consumer group, read the spans, metrics and "
-                       "payloads topics, write batches to ClickHouse and commit offsets only "
-                       "after a batch is written. Undecodable records go to the dead-letter "
-                       "topic. SIGTERM/Ctrl-C finish cleanly. Prints a JSON summary on exit.")
+                       description="Join the consumer group, read the spans, metrics, "
+                       "payloads and logs topics, write batches to ClickHouse and commit "
+                       "offsets only after a batch is written. Undecodable records go to the "
+                       "dead-letter topic. SIGTERM/Ctrl-C finish cleanly. Prints a JSON "
+                       "summary on exit.")
     add_store_args(p)
     add_kafka_args(p)
     p.add_argument("--group", default=None, help=f"consumer group (default "
