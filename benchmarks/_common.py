@@ -208,7 +208,7 @@ def collector_settings(bootstrap: str, topics: TopicSet, **extra: Any) -> dict[s
     return {"kafka_bootstrap": bootstrap, "exporter": "kafka",
             "service_name": "guardtrace-bench", "spans_topic": topics.spans,
             "metrics_topic": topics.metrics, "payloads_topic": topics.payloads,
-            "metric_export_interval_ms": 60_000, **extra}
+            "logs_topic": topics.logs, "metric_export_interval_ms": 60_000, **extra}
 
 
 class SdkDropCounter(logging.Handler):
@@ -352,6 +352,7 @@ def consumer_args(mode: str, store: Path, bootstrap: str, topics: TopicSet, *,
     return ["--mode", mode, "--store", str(store), "--bootstrap", bootstrap,
             "--group", f"bench-{mode}-{uuid.uuid4().hex[:8]}",
             "--spans-topic", topics.spans, "--metrics-topic", topics.metrics,
-            "--payloads-topic", topics.payloads, "--dead-letter-topic", topics.dead_letters,
+            "--payloads-topic", topics.payloads, "--logs-topic", topics.logs,
+            "--dead-letter-topic", topics.dead_letters,
             "--batch-rows", str(batch_rows), "--batch-seconds", str(batch_seconds),
             "--idle-s", str(idle_s), *extra]

@@ -75,7 +75,7 @@ def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
         clickhouse_url=f"chdb://{args.store}", database=args.database,
         bootstrap=args.bootstrap, group_id=args.group, spans_topic=args.spans_topic,
         metrics_topic=args.metrics_topic, payloads_topic=args.payloads_topic,
-        dead_letter_topic=args.dead_letter_topic, batch_max_rows=args.batch_rows,
+        logs_topic=args.logs_topic, dead_letter_topic=args.dead_letter_topic, batch_max_rows=args.batch_rows,
         batch_max_seconds=args.batch_seconds, session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS)
     pipeline = open_pipeline(config)
@@ -144,7 +144,8 @@ def run_bare(args: argparse.Namespace) -> dict[str, Any]:
         session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
         max_poll_records=min(args.batch_rows, 5000), max_poll_interval_ms=600_000,
         fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=16 * 1024 * 1024)
-    consumer.subscribe([args.spans_topic, args.metrics_topic, args.payloads_topic])
+    consumer.subscribe([args.spans_topic, args.metrics_topic, args.payloads_topic,
+                        args.logs_topic])
     print("ready", file=sys.stderr, flush=True)
     profiler = _profiler(args)
     started = time.time()
@@ -212,6 +213,7 @@ def main() -> int:
     parser.add_argument("--spans-topic", required=True)
     parser.add_argument("--metrics-topic", required=True)
     parser.add_argument("--payloads-topic", required=True)
+    parser.add_argument("--logs-topic", required=True)
     parser.add_argument("--dead-letter-topic", required=True)
     parser.add_argument("--batch-rows", type=int, default=20000)
     parser.add_argument("--batch-seconds", type=float, default=1.0)

@@ -82,8 +82,9 @@ def test_hooks_and_pipeline_configured_by_environment_run_over_mutual_tls(
     config = PipelineConfig.resolve(
         clickhouse_url="chdb://unused", database=f"gt_{suffix}", bootstrap=tls_kafka.bootstrap,
         group_id=f"group-{suffix}", spans_topic=topics.spans, metrics_topic=topics.metrics,
-        payloads_topic=topics.payloads, dead_letter_topic=topics.dead_letters,
-        batch_max_seconds=0.5, session_timeout_ms=3000, heartbeat_interval_ms=1000)
+        payloads_topic=topics.payloads, logs_topic=topics.logs,
+        dead_letter_topic=topics.dead_letters, batch_max_seconds=0.5, session_timeout_ms=3000,
+        heartbeat_interval_ms=1000)
     assert config.consumer.security.protocol == "SSL"  # read from the environment
     opened = open_pipeline(config, client=ch_client, partitions=1)  # the admin, over TLS
     assert sorted(opened.topics_created) == sorted(topics.all())
@@ -91,7 +92,7 @@ def test_hooks_and_pipeline_configured_by_environment_run_over_mutual_tls(
     # The agent side, configured by the same variables: spans and a payload over TLS.
     telemetry = collectors.configure(
         set_global=False, kafka_bootstrap=tls_kafka.bootstrap, spans_topic=topics.spans,
-        metrics_topic=topics.metrics, payloads_topic=topics.payloads)
+        metrics_topic=topics.metrics, payloads_topic=topics.payloads, logs_topic=topics.logs)
     guard = GuardTelemetry(names.MODULE_PLANNING, "hallucination_detection")
     tracer = telemetry.tracer_provider.get_tracer("test")
     with tracer.start_as_current_span("plan", attributes={names.ATTR_REQUEST_ID: "tls-1"}):
