@@ -203,25 +203,24 @@ class WebhookDelivery:
 
     def _deliver(self, job: _Job) -> None:
         body = json.dumps(job.notification.body(job.webhook.format)).encode()
-        error = "not tried"
-        attempt = 0
-        for attempt in range(1, self.policy.attempts + 1):
+        error, tries = "not sent: the alert evaluator stopped first", 0
+        while tries < self.policy.attempts and not self._abort.is_set():
+            tries += 1
             try:
                 self._post(job.webhook, body)
             except _Failed as failure:
                 error = str(failure)
-                if not failure.retriable or attempt == self.policy.attempts:
+                if not failure.retriable or tries == self.policy.attempts:
                     break
-                wait = self.policy.wait(attempt, failure.retry_after)
+                wait = self.policy.wait(tries, failure.retry_after)
                 logger.info("alert notification to %s failed (%s); try %d of %d in %.1f s",
-                            job.webhook.display, error, attempt + 1, self.policy.attempts, wait)
+                            job.webhook.display, error, tries + 1, self.policy.attempts, wait)
                 if self._abort.wait(wait):
                     error += "; the evaluator stopped before the next try"
-                    break
             else:
                 self.delivered += 1
                 return
-        self._dead_letter(job, attempt, error)
+        self._dead_letter(job, tries, error)
 
     def _post(self, webhook: Webhook, body: bytes) -> None:
         headers = {"Content-Type": "application/json",

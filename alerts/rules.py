@@ -122,8 +122,8 @@ class Condition:
 
     def describe(self) -> str:
         if self.kind == "above_baseline":
-            return (f"above {self.value:g}x its baseline over the previous "
-                    f"{format_duration(self.baseline_window_s or 0)}")
+            return (f"above {self.value:g}x its baseline (the "
+                    f"{format_duration(self.baseline_window_s or 0)} before)")
         return f"{self.kind} {self.value:g}"
 
     def threshold(self, baseline: float | None) -> float | None:
@@ -168,10 +168,11 @@ class Rule:
         return METRICS[self.metric]
 
     def describe(self) -> str:
-        """``fabrication_rate above 0.2 over 10m (min volume 50)``, as messages say it."""
-        text = f"{self.metric} {self.condition.describe()}"
+        """``fabrication_rate over 10m above 0.2 (min volume 50 requests seen)``."""
+        text = self.metric
         if self.window_s is not None:
             text += f" over {format_duration(self.window_s)}"
+        text += f" {self.condition.describe()}"
         if self.min_volume is not None:
             text += f" (min volume {self.min_volume} {self.spec.volume})"
         return text
@@ -226,9 +227,13 @@ def parse_rules(text: str, source: str = "<text>", environ: Mapping[str, str] | 
         if key not in ("rule", "webhook"):
             problems.append(f"top level, field {key!r}: unknown (a rules file holds [[rule]] "
                             "and [[webhook]] tables)")
-    webhooks = tuple(hook for index, raw in enumerate(_tables(data, "webhook", problems), 1)
+    raw_hooks = _tables(data, "webhook", problems)
+    webhooks = tuple(hook for index, raw in enumerate(raw_hooks, 1)
                      if (hook := _webhook(raw, index, problems, environ, read_urls)) is not None)
-    names = _unique_names("webhook", [hook.name for hook in webhooks], problems)
+    # Named even when the webhook has a problem of its own: a rule that notifies it is
+    # not wrong too.
+    names = _unique_names("webhook", [raw["name"] for raw in raw_hooks if isinstance(raw, dict)
+                                      and isinstance(raw.get("name"), str)], problems)
     raw_rules = _tables(data, "rule", problems)
     if not raw_rules and "rule" not in data:
         problems.append("no [[rule]] tables: the file defines no alerts")

@@ -27,7 +27,7 @@ class AlertEvent:
         state: The state entered: pending, firing, resolved (firing -> inactive) or
             inactive (pending -> inactive, before it fired).
         previous: The state left.
-        condition: The rule as people read it ("fabrication_rate above 0.2 over 10m").
+        condition: The rule as people read it ("fabrication_rate over 10m above 0.2").
         active_since: When the condition started to hold (the episode's start).
         message: The notification's text (or why the alert ended).
     """
