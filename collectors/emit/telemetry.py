@@ -6,6 +6,10 @@ short span of its own when none is recording, so no detection is lost), ``reques
 is its first attribute, string attributes are redacted, the ``agent`` label is capped,
 payloads go to the debug-store sink. Nothing here raises into the agent: failures are
 logged at most once a minute per kind and counted.
+
+Every guard verdict, pass or fail, is also one OpenTelemetry GenAI evaluation result
+event (:meth:`GuardTelemetry.evaluation`), on the span the guard's own events go on, so
+a backend that shows evaluations shows guardtrace's.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 from opentelemetry import trace
@@ -32,10 +37,34 @@ from .payload_body import (
 )
 
 # internal_totals is re-exported: the CLI, the simulator and tests read drops from here.
-__all__ = ["GuardTelemetry", "guarded", "internal_totals", "new_request_id", "record_payload"]
+__all__ = ["GuardTelemetry", "VerdictSpan", "guarded", "internal_totals", "new_request_id",
+           "record_payload"]
 
 AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
 T = TypeVar("T")
+
+# An evaluation's explanation is read beside its score in another tool's list of
+# evaluations: the evidence in a sentence or two, never the reply. The text is cut to
+# _EXPLANATION_INPUT_CHARS before redaction (so a huge matched phrase costs the agent
+# nothing) and to _MAX_EXPLANATION_CHARS after it (so a cut never halves a secret the
+# redactor would have recognised whole).
+_MAX_EXPLANATION_CHARS = 512
+_EXPLANATION_INPUT_CHARS = 4 * _MAX_EXPLANATION_CHARS
+_SCORE_PASS = 1.0
+_SCORE_FAIL = 0.0
+
+
+@functools.cache
+def _semconv_keys() -> tuple[str, str]:
+    """``gen_ai.response.id`` and ``error.type``, from OpenTelemetry's own conventions
+    package, imported on first use: the GenAI module alone costs milliseconds at import,
+    and most verdicts carry neither key."""
+    from opentelemetry.semconv._incubating.attributes.gen_ai_attributes import (
+        GEN_AI_RESPONSE_ID,
+    )
+    from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
+
+    return GEN_AI_RESPONSE_ID, ERROR_TYPE
 
 
 def new_request_id() -> str:
@@ -100,17 +129,88 @@ class GuardTelemetry:
                 elif isinstance(value, (list, tuple)):
                     value = [redact(v) if isinstance(v, str) else v for v in value]
                 attrs[key] = value
-            span = trace.get_current_span()
-            if span.is_recording():
-                span.add_event(name, attrs)
-                return
-            with instruments.tracer().start_as_current_span(
-                f"guardtrace.{self.operation}",
-                attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module},
-            ) as own_span:
-                own_span.add_event(name, attrs)
+            self._add_event(name, request_id, attrs)
         except Exception as exc:  # noqa: BLE001
             count_hook_error(f"{self.operation}.event", exc)
+
+    def _add_event(self, name: str, request_id: str, attrs: dict[str, AttributeValue]) -> None:
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.add_event(name, attrs)
+            return
+        with instruments.tracer().start_as_current_span(
+            f"guardtrace.{self.operation}",
+            attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module},
+        ) as own_span:
+            own_span.add_event(name, attrs)
+
+    def verdict_span(self, request_id: str) -> VerdictSpan:
+        """A ``with`` block whose events all go on one span: the current recording span,
+        else one short span of its own. A verdict's guard events and its evaluation
+        result then share a span (and a trace) even where the agent records none."""
+        return VerdictSpan(self, request_id)
+
+    # -- GenAI evaluation results ------------------------------------------------------
+    def evaluation(self, name: str, request_id: str, *, passed: bool,
+                   explanation: str | None = None, response_id: str | None = None) -> None:
+        """Add the ``gen_ai.evaluation.result`` event of one guard verdict.
+
+        Goes where :meth:`event` puts guard events, with ``request_id`` and ``module``
+        first, then the evaluation's name, label (``pass``/``fail``), score (1.0/0.0),
+        explanation, ``gen_ai.response.id`` when known and ``found_in=agent``.
+
+        Args:
+            name: The evaluation (``names.EVALUATION_*``, one per guard family).
+            request_id: The request the verdict belongs to.
+            passed: True when the check found nothing.
+            explanation: The evidence; redacted and cut to a few hundred characters.
+            response_id: The model response judged (``gen_ai.response.id``), when known.
+        """
+        try:
+            attrs: dict[str, AttributeValue] = {
+                names.ATTR_REQUEST_ID: request_id,
+                names.ATTR_MODULE: self.module,
+                names.ATTR_EVALUATION_NAME: name,
+                names.ATTR_EVALUATION_SCORE_LABEL: (
+                    names.EVALUATION_PASS if passed else names.EVALUATION_FAIL),
+                names.ATTR_EVALUATION_SCORE_VALUE: _SCORE_PASS if passed else _SCORE_FAIL,
+            }
+            if explanation:
+                attrs[names.ATTR_EVALUATION_EXPLANATION] = self._explanation(explanation)
+            if response_id:
+                attrs[_semconv_keys()[0]] = response_id
+            attrs[names.ATTR_FOUND_IN] = names.FOUND_IN_AGENT
+            self._add_event(names.EVENT_EVALUATION_RESULT, request_id, attrs)
+        except Exception as exc:  # noqa: BLE001
+            count_hook_error(f"{self.operation}.evaluation", exc)
+
+    def evaluation_failed(self, name: str, request_id: str, error: BaseException | str, *,
+                          response_id: str | None = None) -> None:
+        """Add the ``gen_ai.evaluation.result`` event of a check that could not decide:
+        no label or score; ``error.type`` is the exception's class name (never its
+        message, which may quote the input), or ``error`` itself when given as text."""
+        try:
+            response_key, error_key = _semconv_keys()
+            attrs: dict[str, AttributeValue] = {
+                names.ATTR_REQUEST_ID: request_id,
+                names.ATTR_MODULE: self.module,
+                names.ATTR_EVALUATION_NAME: name,
+                error_key: error if isinstance(error, str) else type(error).__qualname__,
+            }
+            if response_id:
+                attrs[response_key] = response_id
+            attrs[names.ATTR_FOUND_IN] = names.FOUND_IN_AGENT
+            self._add_event(names.EVENT_EVALUATION_RESULT, request_id, attrs)
+        except Exception as exc:  # noqa: BLE001
+            count_hook_error(f"{self.operation}.evaluation", exc)
+
+    @staticmethod
+    def _explanation(text: str) -> str:
+        text = _state.current().redactor.redact(text[:_EXPLANATION_INPUT_CHARS])
+        if len(text) <= _MAX_EXPLANATION_CHARS:
+            return text
+        return text[:_MAX_EXPLANATION_CHARS - len(names.TRUNCATION_MARKER)] + \
+            names.TRUNCATION_MARKER
 
     # -- counters ----------------------------------------------------------------------
     def count(self, metric: str, *, agent: str | None = None, value: int = 1,
@@ -158,6 +258,42 @@ class GuardTelemetry:
     def payload(self, request_id: str, kind: str, body: Any, **attributes: Any) -> bool:
         """Record a debug payload (str, or anything JSON-serialisable); False if dropped."""
         return record_payload(request_id, kind, body, **attributes)
+
+
+class VerdictSpan:
+    """See :meth:`GuardTelemetry.verdict_span`. Never raises: a span that cannot be
+    started leaves each event to find its own, as without the block."""
+
+    __slots__ = ("_telemetry", "_request_id", "_own")
+
+    def __init__(self, telemetry: GuardTelemetry, request_id: str) -> None:
+        self._telemetry = telemetry
+        self._request_id = request_id
+        self._own: Any = None
+
+    def __enter__(self) -> None:
+        try:
+            if trace.get_current_span().is_recording():
+                return
+            t = self._telemetry
+            own = instruments.tracer().start_as_current_span(
+                f"guardtrace.{t.operation}",
+                attributes={names.ATTR_REQUEST_ID: self._request_id,
+                            names.ATTR_MODULE: t.module})
+            own.__enter__()
+            self._own = own
+        except Exception as exc:  # noqa: BLE001
+            count_hook_error(f"{self._telemetry.operation}.verdict_span", exc)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        own, self._own = self._own, None
+        if own is None:
+            return
+        try:
+            own.__exit__(exc_type, exc, tb)
+        except Exception as error:  # noqa: BLE001
+            count_hook_error(f"{self._telemetry.operation}.verdict_span", error)
 
 
 def record_payload(request_id: str, kind: str, body: Any, **attributes: Any) -> bool:
