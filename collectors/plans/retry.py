@@ -33,6 +33,9 @@ a failure there never changes the outcome):
   ``hallucination_detection`` payload. ``hall_retry`` is the number of retries that
   preceded the rejected plan (0 = the first plan), so the final, unretried detection is
   visible too;
+* every plan validated is one ``guardtrace.plan_tools`` evaluation result: a fail for
+  each plan that invents a tool, a pass for one that does not (a loop that recovers
+  shows its fails, then its pass), an ``error.type`` for one that cannot be read;
 * each retry emits ``..._regeneration_complete`` or ``..._regeneration_failed``;
 * a valid plan after any hallucination emits ``llm.hallucination_recovered`` and counts
   ``plan_generation.hallucination_recovered{retries_used}``; a last plan that still
@@ -261,8 +264,7 @@ def generate_validated_plan(
     attempt = PlanAttempt(request=request, allowed=allowed, original_request=request,
                           catalog=catalog)
     plan, prompt = _unwrap(generate(attempt))
-    # Validated quietly: the loop reports each detection itself, with its retry count.
-    result = validate_plan(plan, catalog, emit=False)
+    result = _validated(plan, catalog, report)
     hallucinated = False
 
     while not result.valid:
@@ -277,7 +279,7 @@ def generate_validated_plan(
         report.retrying(attempt, result.allowed)
         try:
             plan, prompt = _unwrap(generate(attempt))
-            new_result = validate_plan(plan, attempt.catalog, emit=False)
+            new_result = _validated(plan, attempt.catalog, report)
         except Exception as exc:
             report.regeneration_failed(exc, attempt.retry, result.hallucinated_names)
             cause = (f"the planner hallucinated {', '.join(result.hallucinated_names)}"
@@ -309,6 +311,20 @@ def generate_validated_plan(
     report.dependency_failure(attempt.retry, message)
     raise PlanDependencyError(message, result=result, retries_used=attempt.retry,
                               plan=plan, request_id=request_id)
+
+
+def _validated(plan: Any, catalog: Any, report: RetryReporter) -> PlanValidationResult:
+    """Validate quietly: the loop reports each detection (with its fail evaluation)
+    itself, with its retry count. A plan that invents nothing is reported as a pass here;
+    one that cannot be read as an evaluation that could not decide, then raised."""
+    try:
+        result = validate_plan(plan, catalog, emit=False)
+    except Exception as exc:
+        report.unevaluated(exc)
+        raise
+    if not result.hallucinations:
+        report.passed()
+    return result
 
 
 def _next_attempt(attempt: PlanAttempt, result: PlanValidationResult, plan: Any,

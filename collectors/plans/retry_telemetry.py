@@ -4,7 +4,10 @@
 Every method is guarded, so telemetry cannot change the loop's outcome, even with a
 custom ``GuardTelemetry`` that raises. Detections go through
 :func:`~guardtrace.collectors.plans.validation.report_hallucinations`, the emitter
-``validate_plan`` uses on its own, so the two emit alike.
+``validate_plan`` uses on its own, so the two emit alike; so do the verdicts, one
+``guardtrace.plan_tools`` evaluation result per plan validated (a fail with each
+detection, :meth:`RetryReporter.passed` for a plan that invents nothing), so a loop that
+recovers shows a fail for each rejected plan and a pass for the last.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ...schemas import names
 from ..emit.telemetry import GuardTelemetry, guarded
 from .allowed_tools import AllowedTools
 from .findings import PlanValidationResult, shown_name
-from .validation import report_hallucinations
+from .validation import report_hallucinations, report_pass, report_unevaluated
 
 if TYPE_CHECKING:
     from .retry_prompts import PlanAttempt
@@ -63,12 +66,26 @@ class RetryReporter:
         return (time.perf_counter() - self.start) * 1000.0
 
     @guarded(_skip)
+    def passed(self, response_id: str | None = None) -> None:
+        """The verdict on a plan that invents nothing: a ``guardtrace.plan_tools`` pass
+        (a plan that does gets its fail with its detection, :meth:`detected`)."""
+        report_pass(request_id=self.request_id, telemetry=self.t, response_id=response_id)
+
+    @guarded(_skip)
+    def unevaluated(self, error: BaseException, response_id: str | None = None) -> None:
+        """A plan the loop could not validate: an evaluation with ``error.type``."""
+        report_unevaluated(error, request_id=self.request_id, telemetry=self.t,
+                           response_id=response_id)
+
+    @guarded(_skip)
     def detected(self, result: PlanValidationResult, attempt: PlanAttempt, plan: Any,
-                 prompt: str | None) -> None:
+                 prompt: str | None, response_id: str | None = None) -> None:
+        """A plan that invents tools: the detection with its fail evaluation, and the
+        payload."""
         catalog = result.allowed
         report_hallucinations(result, request_id=self.request_id, telemetry=self.t,
                               retry=attempt.retry, max_retries=self.budget,
-                              duration_ms=self.ms())
+                              duration_ms=self.ms(), response_id=response_id)
         hallucinated = list(result.hallucinated_names)
         self.t.payload(self.request_id, names.PAYLOAD_KIND_HALLUCINATION, {
             _BODY_PROMPT: prompt if prompt is not None else attempt.compose(attempt.request),

@@ -36,6 +36,14 @@ module's :class:`~guardtrace.collectors.emit.telemetry.GuardTelemetry`. The retr
 (:mod:`guardtrace.collectors.plans.retry`) validates with ``emit=False`` and reports the
 same detection itself, with its retry count, through :func:`report_hallucinations`, so
 nothing is emitted twice.
+
+Every validation that emits is also one ``gen_ai.evaluation.result`` event named
+``guardtrace.plan_tools``: ``fail`` when the plan invents a tool, agent or capability
+(emitted with the detection, on its span; the explanation names each invented name with
+the closest allowed names), ``pass`` otherwise (:func:`report_pass`). Dependency
+mistakes and abstentions invent nothing, so they pass this evaluation (the result still
+says the plan cannot run). A plan that cannot be read is an evaluation with
+``error.type`` and no score (:func:`report_unevaluated`).
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ __all__ = [
     "PlanStep",
     "PlanValidationResult",
     "report_hallucinations",
+    "report_pass",
+    "report_unevaluated",
     "suggest_tools",
     "validate_plan",
 ]
@@ -77,8 +87,8 @@ OPERATION = "hallucination_detection"
 PLANNING_TELEMETRY = GuardTelemetry(names.MODULE_PLANNING, OPERATION)
 #: Value of the log ``status`` field for a detection.
 STATUS_DETECTED = "detected"
-
-
+# The explanation of a plan_tools evaluation that found nothing invented.
+_PASS_EXPLANATION = "every tool, agent and capability the plan names is in the allowed list"
 
 
 def _listing(items: Sequence[str], limit: int = 10) -> str:
@@ -123,10 +133,12 @@ def _skip(*_args: Any, **_kwargs: Any) -> None:
 def report_hallucinations(result: PlanValidationResult, *, request_id: str,
                           telemetry: GuardTelemetry | None = None, retry: int | None = None,
                           max_retries: int | None = None,
-                          duration_ms: float | None = None) -> None:
+                          duration_ms: float | None = None,
+                          response_id: str | None = None) -> None:
     """Emit one plan's hallucination detection: a span event and a count per distinct
-    invented name, and one WARN log line. Never raises; emits nothing for a result
-    without hallucinations.
+    invented name, one WARN log line, and the plan's ``guardtrace.plan_tools`` fail
+    evaluation, the events on one span. Never raises; emits nothing for a result without
+    hallucinations (:func:`report_pass` reports those).
 
     :func:`validate_plan` calls it for every detection; the retry loop, which validates
     with ``emit=False``, calls it with the retry count instead.
@@ -138,10 +150,20 @@ def report_hallucinations(result: PlanValidationResult, *, request_id: str,
         retry: Retries that preceded this plan (``hall_retry``), when in a retry loop.
         max_retries: The retry budget (``max_hall_retries``), when in a retry loop.
         duration_ms: Time spent so far, for the log line.
+        response_id: The model response the plan came from, when known.
     """
     if not result.hallucinations:
         return
     t = telemetry or PLANNING_TELEMETRY
+    with t.verdict_span(request_id):
+        _emit_detection(result, request_id, t, retry, max_retries, duration_ms)
+        t.evaluation(names.EVALUATION_PLAN_TOOLS, request_id, passed=False,
+                     explanation=_fail_explanation(result), response_id=response_id)
+
+
+def _emit_detection(result: PlanValidationResult, request_id: str, t: GuardTelemetry,
+                    retry: int | None, max_retries: int | None,
+                    duration_ms: float | None) -> None:
     catalog = result.allowed
     first_per_name: dict[str | None, PlanIssue] = {}
     for issue in result.hallucinations:
@@ -177,15 +199,70 @@ def report_hallucinations(result: PlanValidationResult, *, request_id: str,
           duration_ms=duration_ms, **fields)
 
 
+def _fail_explanation(result: PlanValidationResult) -> str:
+    """The evidence: each invented name once, with the closest allowed names."""
+    count = result.allowed.agent_count
+    parts: list[str] = []
+    seen: set[tuple[str | None, str | None]] = set()
+    for issue in result.hallucinations:
+        capability = (issue.capability
+                      if issue.error_type is PlanErrorType.HALLUCINATED_CAPABILITY else None)
+        if (issue.tool, capability) in seen:
+            continue
+        seen.add((issue.tool, capability))
+        shown = shown_name(issue.tool or "")
+        if capability is not None:
+            part = f"'{shown}' has no capability '{shown_name(capability)}'"
+        elif issue.placeholder:
+            part = f"'{shown}' is a placeholder, not one of the {count} allowed tools"
+        else:
+            part = f"'{shown}' is not one of the {count} allowed tools"
+        if issue.suggested_tools:
+            part += f" (closest: {', '.join(issue.suggested_tools)})"
+        parts.append(part)
+    return "; ".join(parts)
+
+
+@guarded(_skip)
+def report_pass(*, request_id: str, telemetry: GuardTelemetry | None = None,
+                response_id: str | None = None) -> None:
+    """Emit the ``guardtrace.plan_tools`` pass of a plan that invents nothing; never
+    raises.
+
+    :func:`validate_plan` calls it for every such plan; the retry loops, which validate
+    with ``emit=False``, call it for each such plan they validate (a fail is emitted
+    with its detection, by :func:`report_hallucinations`).
+
+    Args:
+        request_id: The request the plan belongs to.
+        telemetry: Where to emit; :data:`PLANNING_TELEMETRY` when None.
+        response_id: The model response the plan came from, when known.
+    """
+    (telemetry or PLANNING_TELEMETRY).evaluation(
+        names.EVALUATION_PLAN_TOOLS, request_id, passed=True, explanation=_PASS_EXPLANATION,
+        response_id=response_id)
+
+
+@guarded(_skip)
+def report_unevaluated(error: BaseException, *, request_id: str,
+                       telemetry: GuardTelemetry | None = None,
+                       response_id: str | None = None) -> None:
+    """Emit the ``guardtrace.plan_tools`` evaluation of a plan that could not be
+    validated (``error.type``, no score); never raises."""
+    (telemetry or PLANNING_TELEMETRY).evaluation_failed(
+        names.EVALUATION_PLAN_TOOLS, request_id, error, response_id=response_id)
+
+
 def validate_plan(plan: Any, allowed: Any, *, request_id: str | None = None,
-                  telemetry: GuardTelemetry | None = None,
-                  emit: bool = True) -> PlanValidationResult:
+                  telemetry: GuardTelemetry | None = None, emit: bool = True,
+                  response_id: str | None = None) -> PlanValidationResult:
     """Check every step of ``plan`` against ``allowed`` and its dependency structure.
 
     A zero-step plan is valid: it is the sanctioned answer when no allowed tool fits.
     When the plan names a tool, agent or capability it was not given, the detection is
-    emitted (see the module docstring) unless ``emit`` is False; a failure to emit never
-    changes the result.
+    emitted (see the module docstring) unless ``emit`` is False; every validation that
+    emits is also one ``guardtrace.plan_tools`` evaluation result, pass or fail. A
+    failure to emit never changes the result.
 
     Args:
         plan: A list of steps, an orchestrator plan object, tool calls or a model
@@ -199,6 +276,8 @@ def validate_plan(plan: Any, allowed: Any, *, request_id: str | None = None,
         telemetry: Where to emit; the planning module's telemetry when None.
         emit: False to emit nothing (the retry loop reports detections itself; offline
             scans measure rather than observe).
+        response_id: The model response the plan came from (``gen_ai.response.id`` of
+            the evaluation), when known.
 
     Returns:
         The result; ``result.valid`` is False when there is any finding.
@@ -207,13 +286,21 @@ def validate_plan(plan: Any, allowed: Any, *, request_id: str | None = None,
         GuardInputError: ``plan`` or ``allowed`` cannot be interpreted; the message says
             what and where, e.g. ``"plan step 2: missing 'tool' (or 'agent_name')"``.
     """
+    if not emit:
+        return _check(parse_plan(plan), AllowedTools.parse(allowed))
     started = time.perf_counter()
-    result = _check(parse_plan(plan), AllowedTools.parse(allowed))
-    if emit and result.hallucinations:
-        report_hallucinations(result,
-                              request_id=storable_request_id(request_id or new_request_id()),
-                              telemetry=telemetry,
-                              duration_ms=(time.perf_counter() - started) * 1000.0)
+    rid = storable_request_id(request_id or new_request_id())
+    try:
+        result = _check(parse_plan(plan), AllowedTools.parse(allowed))
+    except Exception as exc:
+        report_unevaluated(exc, request_id=rid, telemetry=telemetry, response_id=response_id)
+        raise
+    if result.hallucinations:
+        report_hallucinations(result, request_id=rid, telemetry=telemetry,
+                              duration_ms=(time.perf_counter() - started) * 1000.0,
+                              response_id=response_id)
+    else:
+        report_pass(request_id=rid, telemetry=telemetry, response_id=response_id)
     return result
 
 

@@ -21,3 +21,12 @@ class ExplodingTelemetry(GuardTelemetry):
 
     def payload(self, *args: Any, **kwargs: Any) -> bool:
         raise RuntimeError("sink exploded")
+
+    def evaluation(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("evaluation exploded")
+
+    def evaluation_failed(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("evaluation exploded")
+
+    def verdict_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("span exploded")

@@ -107,7 +107,11 @@ def test_valid_first_plan_needs_no_retry_and_emits_no_hallucination_telemetry():
     (attempt,) = planner.attempts
     assert attempt.retry == 0 and attempt.temperature is None and attempt.feedback == ""
     assert attempt.prompt_prefix == "" and attempt.request == REQUEST
-    assert cap.events() == [] and cap.payloads == []
+    # No hallucination telemetry; the one verdict is a pass evaluation.
+    (evaluation,) = cap.events()
+    assert evaluation.name == names.EVENT_EVALUATION_RESULT
+    assert evaluation.attributes[names.ATTR_EVALUATION_SCORE_LABEL] == names.EVALUATION_PASS
+    assert cap.payloads == []
 
 
 def test_seed_calculation_agent_recovered_via_reselect_that_adds_a_math_tool():
@@ -374,9 +378,14 @@ def test_recovery_telemetry_events_counters_logs_and_payload(caplog):
                                 request_id="orch-1770268232220395625")
     assert [e.name for e in cap.events()] == [
         names.EVENT_HALLUCINATION_DETECTED,
+        names.EVENT_EVALUATION_RESULT,  # the first plan's verdict: fail
+        names.EVENT_EVALUATION_RESULT,  # the retried plan's: pass
         names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
         names.EVENT_HALLUCINATION_RECOVERED,
     ]
+    assert [e.attributes[names.ATTR_EVALUATION_SCORE_LABEL]
+            for e in cap.events(names.EVENT_EVALUATION_RESULT)] == [
+        names.EVALUATION_FAIL, names.EVALUATION_PASS]
     for event in cap.events():
         assert list(event.attributes)[0] == "request_id"
         assert event.attributes["request_id"] == "orch-1770268232220395625"

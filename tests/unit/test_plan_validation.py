@@ -808,12 +808,14 @@ def test_a_huge_invented_name_goes_out_cut_to_a_readable_length(caplog):
     assert warn.guardtrace[names.ATTR_HALLUCINATED_AGENTS] == [shown]
 
 
-def test_validate_plan_emits_nothing_for_valid_plans_abstentions_or_when_told_not_to():
+def test_validate_plan_detects_nothing_for_valid_plans_abstentions_or_when_told_not_to():
     with capture() as cap:
         validate_plan([{"tool": "get_time"}], WEATHER_TOOLS)
         validate_plan([{"tool": "no_function"}], WEATHER_TOOLS)
         validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, emit=False)
-    assert cap.events() == []
+    # Only the verdicts of the two plans that emit: both pass (nothing was invented).
+    assert [(e.name, e.attributes[names.ATTR_EVALUATION_SCORE_LABEL]) for e in cap.events()] \
+        == [(names.EVENT_EVALUATION_RESULT, names.EVALUATION_PASS)] * 2
     assert cap.metric_points(names.METRIC_HALLUCINATIONS) == []
 
 
@@ -822,7 +824,15 @@ def test_validate_plan_uses_the_current_trace_id_when_given_no_request_id():
         validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS)
         validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, request_id=None)
     ids = [e.attributes["request_id"] for e in cap.events()]
-    assert len(ids) == 2 and all(len(i) == 32 for i in ids)
+    assert len(ids) == 4 and all(len(i) == 32 for i in ids)
+    # Each validation's detection and evaluation share one span and one id.
+    spans = cap.spans()
+    assert len(spans) == 2
+    for span in spans:
+        assert [e.name for e in span.events] == [names.EVENT_HALLUCINATION_DETECTED,
+                                                 names.EVENT_EVALUATION_RESULT]
+        assert {e.attributes["request_id"] for e in span.events} == {
+            span.attributes["request_id"]}
 
 
 @pytest.mark.expect_hook_errors
@@ -830,6 +840,10 @@ def test_failing_telemetry_never_changes_the_result():
     telemetry = ExplodingTelemetry(names.MODULE_PLANNING, "hallucination_detection")
     result = validate_plan([{"tool": "get_wether"}], WEATHER_TOOLS, telemetry=telemetry)
     assert result.hallucinated_names == ("get_wether",)
+    # The pass and the could-not-decide verdicts are emitted through it too.
+    assert validate_plan([{"tool": "get_weather"}], WEATHER_TOOLS, telemetry=telemetry).valid
+    with pytest.raises(GuardInputError, match="missing 'tool'"):
+        validate_plan([{"depends_on": []}], WEATHER_TOOLS, telemetry=telemetry)
 
 
 # --- linear in the input --------------------------------------------------------------------
