@@ -59,6 +59,8 @@ _WEBHOOK_FIELDS: Final = ("name", "url", "url_env", "format", "headers")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+# A module label as agents set it: any printable text but blank, within a sane length.
+_MODULE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 
 
 class AlertRulesError(ConfigError):
@@ -142,7 +144,9 @@ class Rule:
 
     Attributes:
         window_s: Seconds the metric is measured over (None for a gauge).
-        module: One module's events only (rates), or None for all together.
+        module: One module's events only (rates), or None for all together. A module is
+            the ``module`` label the hooks set: the guard family's name (planning,
+            replies, verification) unless the agent names its own.
         per_module: One alert per module (rates): each module seen is its own label set.
         min_volume: The rate's denominator must reach this before the condition can hold
             (None for counts and gauges).
@@ -470,7 +474,12 @@ def _scope(fields: _Fields, spec: MetricSpec) -> tuple[str | None, bool | None, 
         fields.not_for(("module", "per_module", "min_volume"),
                        f"applies to the rate metrics only ({rates}), not {spec.name}")
         return None, False, None
-    module = fields.choice("module", MODULES)
+    module = fields.text("module")
+    if module is not None and (not module.strip() or not _MODULE.fullmatch(module)):
+        # Agents name their modules; the hooks' defaults are the guard families'.
+        fields.problem("module", f"expected a module label (the hooks' defaults are "
+                       f"{', '.join(MODULES)}; an agent may set its own), got {module!r}")
+        module = None
     per_module = fields.boolean("per_module")
     if module is not None and per_module:
         fields.problem("per_module", "give module (one module) or per_module (each module), "

@@ -140,9 +140,9 @@ url_env = "MY_HOOK"
      "rule 'r' (#1), field 'min_volume': applies to the rate metrics only"),
     ('name = "r"\nmetric = "collector_drops"\nabove = 1\nmodule = "replies"',
      "rule 'r' (#1), field 'module': applies to the rate metrics only"),
-    ('name = "r"\nmetric = "fabrication_rate"\nabove = 0.1\nmodule = "billing"',
-     "rule 'r' (#1), field 'module': must be one of planning, replies, verification, "
-     "got 'billing'"),
+    ('name = "r"\nmetric = "fabrication_rate"\nabove = 0.1\nmodule = ""',
+     "rule 'r' (#1), field 'module': expected a module label (the hooks' defaults are "
+     "planning, replies, verification; an agent may set its own), got ''"),
     ('name = "r"\nmetric = "fabrication_rate"\nabove = 0.1\nmodule = "replies"\n'
      'per_module = true', "rule 'r' (#1), field 'per_module': give module (one module) or"),
     ('name = "r"\nmetric = "fabrication_rate"\nabove = 0.1\nper_module = "yes"',
