@@ -12,9 +12,11 @@ Two entry points, one engine (:mod:`~guardtrace.collectors.replies.conversation_
   not run there.
 
 Both append one inline disclaimer per fired tier to the reply and emit the shared
-telemetry (span event, capped counter, structured log, debug payload). Neither ever
-raises: an internal error is counted in ``guardtrace.hook_errors`` and the reply comes
-back unchanged.
+telemetry (span event, capped counter, structured log, debug payload). Every reply
+judged is also one ``gen_ai.evaluation.result`` event named ``guardtrace.fabrication``:
+``fail`` with the fired tiers and their evidence as the explanation, ``pass`` when no
+tier fired, ``error.type`` when the check failed. Neither ever raises: an internal
+error is counted in ``guardtrace.hook_errors`` and the reply comes back unchanged.
 
 :class:`FabricationDetector` (:mod:`~guardtrace.collectors.replies.fabrication_detector`)
 decides without side effects; :func:`detect_fabrication` runs it offline (``guardtrace scan
@@ -59,6 +61,25 @@ __all__ = [
 ]
 
 _OPERATION = "fabrication_detection"
+# The explanation of a fabrication evaluation where no tier fired.
+_PASS_EXPLANATION = "no claim without a backing tool call, no loop"
+# Evidence shown per tier in an evaluation's explanation: enough to recognise the claim,
+# and room for every fired tier within the explanation's bound.
+_EVIDENCE_CHARS = 160
+
+
+def _fail_explanation(verdict: FabricationVerdict) -> str:
+    """Each fired tier with its evidence, e.g. ``action: "I've deployed the fix"``."""
+    parts = []
+    for tier in verdict.tiers:
+        phrase = verdict.phrase(tier) or ""
+        if len(phrase) > _EVIDENCE_CHARS:
+            phrase = phrase[:_EVIDENCE_CHARS] + "…"
+        part = f'{tier}: "{phrase}"'
+        if tier == names.TIER_REPETITION and verdict.similarity is not None:
+            part += f" (similarity {verdict.similarity:.2f})"
+        parts.append(part)
+    return "; ".join(parts)
 
 
 def _quiet_on_error(self: FabricationGuard, reply: Any = "", tools_fired: Any = (),
@@ -87,6 +108,10 @@ def _quiet_conversation(self: FabricationGuard, messages: Any = (), *args: Any,
     except Exception:  # noqa: BLE001 - the fallback itself must not raise
         pass
     return FabricationVerdict.quiet(text)
+
+
+def _nothing(*_args: Any, **_kwargs: Any) -> None:
+    return None
 
 
 @dataclass
@@ -123,7 +148,7 @@ class FabricationGuard:
     @guarded(_quiet_on_error)
     def check(self, reply: str, tools_fired: Iterable[str] = (), *,
               channel: str | None = None, request_id: str | None = None,
-              agent: str | None = None) -> FabricationVerdict:
+              agent: str | None = None, response_id: str | None = None) -> FabricationVerdict:
         """Check a reply, remember it for the channel, and report what was found.
 
         Args:
@@ -136,32 +161,41 @@ class FabricationGuard:
             request_id: Correlates telemetry; the current trace id or a random id when
                 None.
             agent: The ``agent`` label and attribute (capped in the counter).
+            response_id: The model response the reply came from (``gen_ai.response.id``
+                of the evaluation), when known.
 
         Returns:
             The verdict; ``verdict.reply`` is what to show the user.
         """
         started = time.perf_counter()
-        tools = dedupe_names(tools_fired)
-        history: Sequence[HistoryEntry] = ()
-        if channel is not None:
-            assert self.history is not None
-            history = self.history.recent(channel)
-        verdict = self.detector.detect(reply, tools, history)
-        if channel is not None:
-            # The original reply is stored, never the annotated one: the disclaimer
-            # text would make every flagged reply look like every other.
-            assert self.history is not None
-            self.history.record(channel, HistoryEntry.from_text(reply))
-        if verdict.flagged:
-            self._emit(verdict, channel, storable_request_id(request_id or new_request_id()),
-                       agent, (time.perf_counter() - started) * 1000.0)
+        rid = storable_request_id(request_id or new_request_id())
+        try:
+            tools = dedupe_names(tools_fired)
+            history: Sequence[HistoryEntry] = ()
+            if channel is not None:
+                assert self.history is not None
+                history = self.history.recent(channel)
+            verdict = self.detector.detect(reply, tools, history)
+            if channel is not None:
+                # The original reply is stored, never the annotated one: the disclaimer
+                # text would make every flagged reply look like every other.
+                assert self.history is not None
+                self.history.record(channel, HistoryEntry.from_text(reply))
+        except Exception as exc:
+            # Reported as an evaluation that could not decide; `guarded` counts it and
+            # gives the reply back unchanged.
+            self._telemetry.evaluation_failed(names.EVALUATION_FABRICATION, rid, exc,
+                                              response_id=response_id)
+            raise
+        self._report(verdict, channel, rid, agent, response_id,
+                     (time.perf_counter() - started) * 1000.0)
         return verdict
 
     @guarded(_quiet_conversation)
     def check_conversation(self, messages: Sequence[Any], tools: Any = None, *,
                            system: Any = None, channel: str | None = None,
-                           request_id: str | None = None,
-                           agent: str | None = None) -> FabricationVerdict:
+                           request_id: str | None = None, agent: str | None = None,
+                           response_id: str | None = None) -> FabricationVerdict:
         """Judge the latest assistant reply of a conversation and report what was found.
 
         Call it when the model has answered, before showing the answer: ``messages`` is
@@ -177,19 +211,43 @@ class FabricationGuard:
             channel: Recorded with the telemetry (the conversation's id).
             request_id: Correlates telemetry; generated when None.
             agent: The ``agent`` label and attribute (capped in the counter).
+            response_id: The model response of the judged reply (``gen_ai.response.id``
+                of the evaluation), when known.
 
         Returns:
             The verdict on the last assistant reply with text (``msg_index`` set); an
-            unflagged empty verdict when there is none.
+            unflagged empty verdict (and no evaluation) when there is none.
         """
         started = time.perf_counter()
-        verdict = self.detector.detect_last(messages, tools, system=system)
+        rid = storable_request_id(request_id or new_request_id())
+        try:
+            verdict = self.detector.detect_last(messages, tools, system=system)
+        except Exception as exc:
+            # Reported as an evaluation that could not decide; `guarded` counts it and
+            # gives the reply back unchanged.
+            self._telemetry.evaluation_failed(names.EVALUATION_FABRICATION, rid, exc,
+                                              response_id=response_id)
+            raise
         if verdict is None:
             return FabricationVerdict.quiet("")
-        if verdict.flagged:
-            self._emit(verdict, channel, storable_request_id(request_id or new_request_id()),
-                       agent, (time.perf_counter() - started) * 1000.0)
+        self._report(verdict, channel, rid, agent, response_id,
+                     (time.perf_counter() - started) * 1000.0)
         return verdict
+
+    # Guarded on its own: the verdict is decided, and telemetry must not change it.
+    @guarded(_nothing)
+    def _report(self, verdict: FabricationVerdict, channel: str | None, request_id: str,
+                agent: str | None, response_id: str | None, duration_ms: float) -> None:
+        """The verdict's telemetry: the detection when flagged, and the evaluation."""
+        if not verdict.flagged:
+            self._telemetry.evaluation(names.EVALUATION_FABRICATION, request_id, passed=True,
+                                       explanation=_PASS_EXPLANATION, response_id=response_id)
+            return
+        with self._telemetry.verdict_span(request_id):
+            self._emit(verdict, channel, request_id, agent, duration_ms)
+            self._telemetry.evaluation(names.EVALUATION_FABRICATION, request_id,
+                                       passed=False, explanation=_fail_explanation(verdict),
+                                       response_id=response_id)
 
     def _emit(self, verdict: FabricationVerdict, channel: str | None, request_id: str,
               agent: str | None, duration_ms: float) -> None:

@@ -452,7 +452,12 @@ def test_hook_never_raises_when_the_detector_does() -> None:
     assert verdict == FabricationVerdict.quiet("I'm deploying the patch now.", ["grep"])
     assert verdict.reply == "I'm deploying the patch now." and not verdict.flagged
     assert cap.counter_total(names.METRIC_HOOK_ERRORS) == 1
-    assert cap.events() == [] and cap.payloads == []
+    # No detection; the one verdict says the check could not decide, and why.
+    (evaluation,) = cap.events()
+    assert evaluation.name == names.EVENT_EVALUATION_RESULT
+    assert evaluation.attributes["error.type"] == "RuntimeError"
+    assert names.ATTR_EVALUATION_SCORE_LABEL not in evaluation.attributes
+    assert cap.payloads == []
     assert history.recent("c") == ()
 
 
@@ -521,7 +526,8 @@ def test_agent_label_is_capped() -> None:
     assert cap.counter_total(names.METRIC_FABRICATIONS, agent="a2") == 1
     assert cap.counter_total(names.METRIC_FABRICATIONS, agent=names.OVERFLOW_LABEL) == 1
     # The event keeps the real name: span attributes are not metric series.
-    assert cap.events()[-1].attributes[names.ATTR_AGENT] == "a3"
+    assert cap.events(names.EVENT_FABRICATION_DETECTED)[-1].attributes[
+        names.ATTR_AGENT] == "a3"
 
 
 def test_module_label_defaults_to_replies_and_can_be_set() -> None:
@@ -536,13 +542,15 @@ def test_module_label_defaults_to_replies_and_can_be_set() -> None:
     assert cap.counter_total(names.METRIC_FABRICATIONS, module="checkout", agent="a") == 1
 
 
-def test_quiet_reply_emits_nothing(caplog: pytest.LogCaptureFixture) -> None:
+def test_quiet_reply_emits_only_its_pass(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="guardtrace")
     with capture() as cap:
         verdict = FabricationGuard().check("I'm running Claude Sonnet 4.5 through "
                                            "OpenRouter.", [], channel="c", agent="a")
     assert not verdict.flagged
-    assert cap.events() == [] and cap.payloads == []
+    assert [(e.name, e.attributes[names.ATTR_EVALUATION_SCORE_LABEL]) for e in cap.events()] \
+        == [(names.EVENT_EVALUATION_RESULT, names.EVALUATION_PASS)]
+    assert cap.payloads == []
     assert cap.metric_points(names.METRIC_FABRICATIONS) == []
     assert [r for r in caplog.records if r.name.startswith("guardtrace")] == []
 
