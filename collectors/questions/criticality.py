@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
-from ..emit.telemetry import guarded
+from ..emit.internal import count_hook_error
 from .criticality_pattern import CriticalityPattern, ReasoningDepth
 from .pattern_bank import DEFAULT_PATTERNS, WHICH_WHAT_PATTERNS
 
@@ -55,6 +54,9 @@ class CriticalityDecision:
         score: The highest weight among matching patterns (0.0 when none matched).
         trigger_pattern: Source of the pattern that set the score, or None.
         family: Family of that pattern, or None.
+        error_type: When the gate failed on the question, the exception's class name
+            (the decision is then "not required"); None when it decided. Not part of
+            equality: a failed assessment decides what :data:`NOT_REQUIRED` decides.
     """
 
     should_reason: bool
@@ -62,6 +64,13 @@ class CriticalityDecision:
     score: float
     trigger_pattern: str | None
     family: str | None
+    error_type: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def unassessed(cls, error: BaseException) -> CriticalityDecision:
+        """The decision for a question the gate failed on: not required, and why."""
+        return cls(False, ReasoningDepth.NONE, 0.0, None, None,
+                   error_type=type(error).__qualname__)
 
 
 NOT_REQUIRED = CriticalityDecision(False, ReasoningDepth.NONE, 0.0, None, None)
@@ -78,10 +87,6 @@ _CUT = "\n…\n"
 
 # Curly quotes normalised to straight ones so the patterns need one form only.
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-
-
-def _not_required(*_args: Any, **_kwargs: Any) -> CriticalityDecision:
-    return NOT_REQUIRED
 
 
 class CriticalityGate:
@@ -103,13 +108,21 @@ class CriticalityGate:
             DEFAULT_PATTERNS if patterns is None else tuple(patterns))
         self.min_score = min_score
 
-    @guarded(_not_required)
     def assess(self, question: str) -> CriticalityDecision:
         """Match ``question`` against the bank and return the decision.
 
         Never raises: on an internal error (e.g. a question that is not a string) the
-        error is counted in ``guardtrace.hook_errors`` and :data:`NOT_REQUIRED` returned.
+        error is counted in ``guardtrace.hook_errors`` and a decision equal to
+        :data:`NOT_REQUIRED` returned, with ``error_type`` set.
         """
+        # `guarded` by hand: the fallback needs the exception, to say the gate failed.
+        try:
+            return self._assess(question)
+        except Exception as exc:  # noqa: BLE001 - the contract is to never raise
+            count_hook_error("CriticalityGate.assess", exc)
+            return CriticalityDecision.unassessed(exc)
+
+    def _assess(self, question: str) -> CriticalityDecision:
         text = question.translate(_QUOTES)
         if len(text) > _HEAD_CHARS + _TAIL_CHARS:
             text = f"{text[:_HEAD_CHARS]}{_CUT}{text[-_TAIL_CHARS:]}"

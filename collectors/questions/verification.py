@@ -33,8 +33,16 @@ Telemetry (module ``verification``): ``llm.verification_required`` when the gate
 nudges ran out, without them), each with a counter of the same name labelled with
 ``module`` and the capped ``agent``, a structured log line and, once the outcome is
 known, a debug payload with the question, the decision and the outcome. Questions the
-gate does not flag emit nothing. Every hook is ``guarded``: an error in the gate means
-"no verification required", an error in the loop means "allow finish".
+gate does not flag emit none of these.
+
+Every loop is also one ``gen_ai.evaluation.result`` event named
+``guardtrace.verification``, emitted when its outcome is known: ``pass`` when the gate
+did not fire (at construction) or the required calls were made, ``fail`` when the loop
+ended without them; the explanation names the gate's family, depth and score and what
+the loop did. A gate that failed on the question gives an evaluation with ``error.type``.
+
+Every hook is ``guarded``: an error in the gate means "no verification required", an
+error in the loop means "allow finish".
 """
 
 from __future__ import annotations
@@ -49,8 +57,9 @@ from typing import Any
 
 from ...schemas import names
 from ...schemas.request_ids import storable_request_id
+from ..emit.internal import count_hook_error
 from ..emit.telemetry import GuardTelemetry, guarded, new_request_id
-from .criticality import NOT_REQUIRED, CriticalityDecision, CriticalityGate, default_gate
+from .criticality import CriticalityDecision, CriticalityGate, default_gate
 from .reason_tool import (
     NUDGE_PREFIX,
     REASON_SYSTEM_PROMPT,
@@ -169,8 +178,12 @@ def _nothing(*_args: Any, **_kwargs: Any) -> None:
     return None
 
 
-def _assess_failed(*_args: Any, **_kwargs: Any) -> CriticalityDecision:
-    return NOT_REQUIRED
+def _nothing_reported(*_args: Any, **_kwargs: Any) -> None:
+    return None
+
+
+# The explanation of a verification evaluation when the gate did not fire.
+_NOT_REQUIRED_EXPLANATION = "the question matches no hallucination-prone pattern"
 
 
 def _outcome_unknown(*_args: Any, **_kwargs: Any) -> VerificationOutcome | None:
@@ -234,6 +247,7 @@ class VerificationLoop:
             self._emit_required()
         else:
             self._stats.outcome = VerificationOutcome.NOT_REQUIRED
+            self._evaluate(VerificationOutcome.NOT_REQUIRED, "")
 
     # -- public hooks ------------------------------------------------------------------
     @property
@@ -317,11 +331,14 @@ class VerificationLoop:
         self.close("error" if exc_type is not None else "loop_end")
 
     # -- internals -----------------------------------------------------------------------
-    @guarded(_assess_failed)
     def _assess(self) -> CriticalityDecision:
         # Guarded here as well as in the gate: a custom gate's own errors must also mean
-        # "no verification required".
-        return self._gate.assess(self.question)
+        # "no verification required". By hand, as in the gate, to keep the error's type.
+        try:
+            return self._gate.assess(self.question)
+        except Exception as exc:  # noqa: BLE001 - the contract is to never raise
+            count_hook_error("VerificationLoop._assess", exc)
+            return CriticalityDecision.unassessed(exc)
 
     def _elapsed_ms(self) -> float:
         return (time.perf_counter() - self._stats.started) * 1000.0
@@ -358,6 +375,29 @@ class VerificationLoop:
               status="nudged", duration_ms=self._elapsed_ms(), nudges=self._stats.nudges,
               tool_calls_used=self.budget.tool_calls_used)
 
+    @guarded(_nothing_reported)
+    def _evaluate(self, outcome: VerificationOutcome, reason: str) -> None:
+        """The loop's one evaluation result, once its outcome is known."""
+        t, d = self._telemetry, self.decision
+        name = names.EVALUATION_VERIFICATION
+        if d.error_type is not None:
+            t.evaluation_failed(name, self.request_id, d.error_type)
+            return
+        if outcome is VerificationOutcome.NOT_REQUIRED:
+            t.evaluation(name, self.request_id, passed=True,
+                         explanation=_NOT_REQUIRED_EXPLANATION)
+            return
+        asked = (f"{d.family} question (depth {d.depth.value}, score {d.score:g}); "
+                 f"{self.budget.tool_calls_used} of {self.budget.min_tool_calls} required "
+                 f"call(s) of {', '.join(self._required_tools) or 'any tool'}, "
+                 f"{self._stats.nudges} nudge(s)")
+        if outcome is VerificationOutcome.COMPLETED:
+            t.evaluation(name, self.request_id, passed=True,
+                         explanation=f"verified: {asked}")
+        else:
+            t.evaluation(name, self.request_id, passed=False,
+                         explanation=f"answered unverified ({reason}): {asked}")
+
     def _settle(self, outcome: VerificationOutcome, reason: str) -> None:
         self._stats.outcome = outcome
         if outcome is VerificationOutcome.NOT_REQUIRED:
@@ -371,7 +411,9 @@ class VerificationLoop:
         attrs = self._budget_attrs()
         attrs[names.ATTR_REASON] = reason
         t = self._telemetry
-        t.event(event, self.request_id, attrs)
+        with t.verdict_span(self.request_id):
+            t.event(event, self.request_id, attrs)
+            self._evaluate(outcome, reason)
         t.count(metric, agent=self.agent)
         t.log(level, f"verification {outcome.value}", request_id=self.request_id,
               status=outcome.value, duration_ms=self._elapsed_ms(), reason=reason,

@@ -434,7 +434,9 @@ def test_october_flow_nudge_then_reason_then_completed(
         assert list(event.attributes)[0] == names.ATTR_REQUEST_ID
         assert event.attributes[names.ATTR_REQUEST_ID] == "req-oct"
         assert event.attributes[names.ATTR_MODULE] == names.MODULE_VERIFICATION
-    required, nudged, completed = events
+    required, nudged, completed, evaluation = events
+    assert evaluation.name == names.EVENT_EVALUATION_RESULT
+    assert evaluation.attributes[names.ATTR_EVALUATION_SCORE_LABEL] == names.EVALUATION_PASS
     assert required.attributes[names.ATTR_DEPTH] == "verify"
     assert required.attributes[names.ATTR_FAMILY] == "spelling"
     assert required.attributes[names.ATTR_SCORE] == 0.9
@@ -513,14 +515,15 @@ def test_context_manager_closes_on_error_and_reraises() -> None:
         names.ATTR_REASON] == "error"
 
 
-def test_questions_not_requiring_reasoning_emit_nothing() -> None:
+def test_questions_not_requiring_reasoning_emit_only_their_pass() -> None:
     with capture() as cap:
         with VerificationLoop("write a poem about October", request_id="r") as loop:
             assert not loop.required
             assert loop.tools([])[0]["function"]["name"] == REASON_TOOL_NAME
             assert loop.on_model_turn(wants_to_finish=True).allow_finish
         assert loop.outcome is VerificationOutcome.NOT_REQUIRED
-    assert cap.events() == []
+    assert [(e.name, e.attributes[names.ATTR_EVALUATION_SCORE_LABEL]) for e in cap.events()] \
+        == [(names.EVENT_EVALUATION_RESULT, names.EVALUATION_PASS)]
     assert cap.payloads == []
     assert cap.counter_total(names.METRIC_VERIFICATION_REQUIRED) == 0
 
@@ -532,7 +535,8 @@ def test_module_label_defaults_to_verification_and_can_be_set() -> None:
             "turn_limit")
     modules = [(e.attributes[names.ATTR_REQUEST_ID], e.attributes[names.ATTR_MODULE])
                for e in cap.events()]
-    assert modules == [("r1", names.MODULE_VERIFICATION)] * 2 + [("r2", "helpdesk")] * 2
+    # required, bypassed and the evaluation result of each loop
+    assert modules == [("r1", names.MODULE_VERIFICATION)] * 3 + [("r2", "helpdesk")] * 3
     assert cap.counter_total(names.METRIC_VERIFICATION_REQUIRED,
                              module=names.MODULE_VERIFICATION) == 1
     assert cap.counter_total(names.METRIC_VERIFICATION_BYPASSED, module="helpdesk",
