@@ -12,6 +12,9 @@ same for every SDK and framework:
 * the exchange itself, recorded as an ``llm_exchange`` debug payload (redacted by the
   payload sink, as every payload is).
 
+Both checks also emit their verdict as a GenAI evaluation result (pass or fail), with
+the response's id as ``gen_ai.response.id``.
+
 Nothing here raises: a failing check is counted in ``guardtrace.hook_errors`` and
 reported as not run.
 """
@@ -30,7 +33,8 @@ from ..schemas import names
 from ..schemas.request_ids import storable_request_id
 from ._sdk import attr, given, plain
 
-__all__ = ["Exchange", "ExchangeGuard", "Findings", "disclaimer_suffix", "last_user_text"]
+__all__ = ["Exchange", "ExchangeGuard", "Findings", "disclaimer_suffix", "last_user_text",
+           "response_id"]
 
 # Attributes of the exchange payload (beside `agent`).
 ATTR_API = "api"
@@ -129,7 +133,7 @@ class ExchangeGuard:
             return None
         try:
             return validate_plan(exchange.reply, exchange.tools, request_id=request_id,
-                                 emit=emit)
+                                 emit=emit, response_id=response_id(exchange.reply))
         except Exception as exc:  # noqa: BLE001 - the hooks never raise into the agent
             count_hook_error("integrations.check_tools", exc)
             return None
@@ -143,7 +147,8 @@ class ExchangeGuard:
         # check_conversation is guarded itself: it counts its own errors.
         return self.guard.check_conversation(exchange.conversation, tools,
                                              system=exchange.system, request_id=request_id,
-                                             agent=self.agent)
+                                             agent=self.agent,
+                                             response_id=response_id(exchange.reply))
 
     def record(self, exchange: Exchange, request_id: str) -> None:
         """Record the exchange as an ``llm_exchange`` payload (redacted by the sink)."""
@@ -156,6 +161,21 @@ class ExchangeGuard:
                 ATTR_MODEL: exchange.model, ATTR_STREAMED: str(exchange.streamed).lower()})
         except Exception as exc:  # noqa: BLE001 - the hooks never raise into the agent
             count_hook_error("integrations.record", exc)
+
+
+# LangChain gives a message the provider gave no id one of its own, made of the run's
+# id ("lc_run-<uuid>", "run-<uuid>" in older versions): not a response's id.
+_FRAMEWORK_ID_PREFIXES = ("lc_", "run-")
+
+
+def response_id(reply: Any) -> str | None:
+    """The id the provider gave a response (``chatcmpl-…``, ``resp_…``, ``msg_…``), as
+    an SDK object, a LangChain message or the dict a stream was assembled into; None
+    when it has none."""
+    value = attr(reply, "id")
+    if not isinstance(value, str) or not value or value.startswith(_FRAMEWORK_ID_PREFIXES):
+        return None
+    return value
 
 
 def disclaimer_suffix(verdict: FabricationVerdict) -> str:

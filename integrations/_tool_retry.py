@@ -6,7 +6,9 @@ they name a tool that was not sent, the call is made again with the loop's feedb
 (:func:`~guardtrace.collectors.plans.retry_prompts.build_retry_feedback`) first in the
 prompt, at most ``budget`` times. The lifecycle is emitted by the loop's own
 :class:`~guardtrace.collectors.plans.retry_telemetry.RetryReporter`: detected (with
-``hall_retry``), regeneration complete or failed, recovered or unrecoverable.
+``hall_retry``), regeneration complete or failed, recovered or unrecoverable, and one
+``guardtrace.plan_tools`` evaluation result per response validated (a fail for each
+response that calls a tool not sent, a pass for one that does not).
 
 The loop is written once, without I/O: :func:`tool_retry` is a generator that yields the
 feedback of each retry and is sent the new response (or thrown the call's exception),
@@ -28,6 +30,7 @@ from ..collectors.plans.findings import PlanValidationResult, shown_name
 from ..collectors.plans.retry_prompts import PlanAttempt, build_retry_feedback
 from ..collectors.plans.retry_telemetry import RetryReporter
 from ..collectors.plans.validation import PLANNING_TELEMETRY, validate_plan
+from ._exchange import response_id
 from ._sdk import plain
 
 __all__ = ["ToolRetry", "retry_async", "retry_sync", "tool_retry"]
@@ -62,12 +65,11 @@ def tool_retry(response: Any, tools: Any, *, budget: int, request_id: str,
     catalog = AllowedTools.parse(tools)
     attempt = PlanAttempt(request=request_text, allowed=tools, original_request=request_text,
                           catalog=catalog)
-    # Validated quietly: the reporter emits each detection with its retry count.
-    result = validate_plan(response, catalog, emit=False)
+    result = _validated(response, catalog, report)
     hallucinated = False
     while result.hallucinations:
         hallucinated = True
-        report.detected(result, attempt, plain(response), None)
+        report.detected(result, attempt, plain(response), None, response_id(response))
         if attempt.retry >= budget:
             report.unrecoverable(result, attempt.retry, _unrecoverable(result, attempt.retry))
             return response
@@ -77,7 +79,7 @@ def tool_retry(response: Any, tools: Any, *, budget: int, request_id: str,
         report.retrying(attempt, catalog)
         try:
             retried = yield attempt.feedback
-            retried_result = validate_plan(retried, catalog, emit=False)
+            retried_result = _validated(retried, catalog, report)
         except Exception as exc:  # noqa: BLE001 - the previous response is still good to give
             report.regeneration_failed(exc, attempt.retry, result.hallucinated_names)
             return response
@@ -86,6 +88,21 @@ def tool_retry(response: Any, tools: Any, *, budget: int, request_id: str,
     if hallucinated:
         report.recovered(attempt.retry)
     return response
+
+
+def _validated(response: Any, catalog: AllowedTools, report: RetryReporter) -> PlanValidationResult:
+    """Validate quietly: the loop reports each detection (with its fail evaluation)
+    itself, with its retry count. A response that calls only tools sent is reported as a
+    pass here; one that cannot be read as an evaluation that could not decide, then
+    raised."""
+    try:
+        result = validate_plan(response, catalog, emit=False)
+    except Exception as exc:
+        report.unevaluated(exc, response_id(response))
+        raise
+    if not result.hallucinations:
+        report.passed(response_id(response))
+    return result
 
 
 def retry_sync(loop: ToolRetry, call: Callable[[str], Any]) -> Any:

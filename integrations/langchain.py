@@ -57,11 +57,11 @@ from opentelemetry import trace
 
 from ..collectors.emit.internal import count_hook_error
 from ..collectors.emit.telemetry import guarded
-from ..collectors.plans.validation import validate_plan
+from ..collectors.plans.validation import report_pass, report_unevaluated, validate_plan
 from ..collectors.replies.fabrication import FabricationGuard
 from ..collectors.tool_catalog import read_tool_specs
 from ..schemas import names
-from ._exchange import Exchange, ExchangeGuard, last_user_text
+from ._exchange import Exchange, ExchangeGuard, last_user_text, response_id
 from ._messages import (
     DISCLAIMERS_KEY,
     from_langchain,
@@ -155,10 +155,6 @@ def _as_messages(model_input: Any) -> list[BaseMessage]:
 
 def _is_ai(message: Any) -> bool:
     return getattr(message, "type", None) in ("ai", "AIMessageChunk")
-
-
-def _tool_calls(message: Any) -> list[Any]:
-    return list(getattr(message, "tool_calls", None) or ()) if _is_ai(message) else []
 
 
 def _exchange(messages: Sequence[BaseMessage], reply: Any, tools: list[Any],
@@ -316,7 +312,8 @@ class GuardtraceCallbackHandler(BaseCallbackHandler):
             if exchange.reply_text.strip():
                 self.checks.guard.check_conversation(
                     exchange.conversation, exchange.tools, channel=call.channel,
-                    request_id=call.request_id, agent=self.agent)
+                    request_id=call.request_id, agent=self.agent,
+                    response_id=response_id(reply))
         self.checks.record(exchange, call.request_id)
 
 
@@ -398,7 +395,7 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         reply = self.model.invoke(input, config, **kwargs)
         messages = _as_messages(input)
         catalog = self._catalog(kwargs)
-        if self._hallucinates(reply, catalog):
+        if self._hallucinates(reply, catalog, request_id):
             try:
                 reply = retry_sync(
                     self._retry_loop(messages, reply, catalog, request_id),
@@ -414,7 +411,7 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         reply = await self.model.ainvoke(input, config, **kwargs)
         messages = _as_messages(input)
         catalog = self._catalog(kwargs)
-        if self._hallucinates(reply, catalog):
+        if self._hallucinates(reply, catalog, request_id):
             retry: Callable[[str], Awaitable[Any]] = lambda feedback: self.model.ainvoke(  # noqa: E731
                 [*messages, _feedback_message(feedback)], config, **kwargs)
             try:
@@ -429,10 +426,20 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         return tool_catalog(kwargs["tools"]) if kwargs.get("tools") else self.tools
 
     @guarded(lambda *_args, **_kwargs: False)
-    def _hallucinates(self, reply: Any, catalog: list[Any]) -> bool:
-        if not (catalog and _tool_calls(reply)):
+    def _hallucinates(self, reply: Any, catalog: list[Any], request_id: str) -> bool:
+        """Whether the reply calls a tool it was not given. A pass is reported here; a
+        fail by the retry loop, which validates the reply again with its retry count."""
+        if not (catalog and _is_ai(reply)):
             return False
-        return bool(validate_plan(reply, catalog, emit=False).hallucinations)
+        rid = response_id(reply)
+        try:
+            result = validate_plan(reply, catalog, emit=False)
+        except Exception as exc:
+            report_unevaluated(exc, request_id=request_id, response_id=rid)
+            raise
+        if not result.hallucinations:
+            report_pass(request_id=request_id, response_id=rid)
+        return bool(result.hallucinations)
 
     def _retry_loop(self, messages: list[BaseMessage], reply: Any, catalog: list[Any],
                     request_id: str) -> Any:
@@ -447,7 +454,8 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         conversation = from_langchain([*messages, reply])
         verdict = self.guard.check_conversation(conversation, catalog or None,
                                                 channel=self.channel,
-                                                request_id=request_id, agent=self.agent)
+                                                request_id=request_id, agent=self.agent,
+                                                response_id=response_id(reply))
         if not (self.annotate and verdict.flagged
                 and verdict.msg_index == len(conversation) - 1):
             return reply

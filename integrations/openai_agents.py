@@ -18,7 +18,10 @@ What each piece does, and why it is needed:
   invented call, ``..._regeneration_complete`` when the model answers the feedback,
   then ``..._recovered``, or ``..._unrecoverable`` once the retry budget
   (``tool_retries``) is spent. The run is never stopped: after the
-  budget the model still reads the feedback, and ``max_turns`` bounds the run.
+  budget the model still reads the feedback, and ``max_turns`` bounds the run. Each
+  verdict is also a ``guardtrace.plan_tools`` evaluation result: a fail per invented
+  call, a pass for the response that ends the episode (the SDK runs the calls it finds
+  and reports only missing ones, so responses outside an episode get no tool verdict).
 * **Fabrication and loops**: :attr:`AgentsGuard.output_guardrail` judges the final
   output within the run's conversation (which :class:`GuardtraceRunHooks` records: the
   guardrail itself sees only the output). An SDK guardrail can only trip (stop the
@@ -76,7 +79,7 @@ from ..collectors.emit import state as telemetry_state
 from ..collectors.emit.telemetry import guarded
 from ..collectors.plans.retry_prompts import PlanAttempt
 from ..collectors.plans.retry_telemetry import RetryReporter
-from ..collectors.plans.validation import PLANNING_TELEMETRY, validate_plan
+from ..collectors.plans.validation import PLANNING_TELEMETRY, report_pass, validate_plan
 from ..collectors.replies.fabrication import FabricationGuard, FabricationVerdict
 from ..schemas import names
 from ._exchange import Exchange, ExchangeGuard, last_user_text
@@ -589,8 +592,11 @@ class AgentsGuard:
             ), state.request_id)
 
     def _recovered(self, state: _RunState) -> None:
-        if state.reporter is not None and not state.exhausted:
-            state.reporter.recovered(state.retry)
+        # A response of the episode whose calls all ran: the plan_tools verdict is a pass.
+        if state.reporter is not None:
+            state.reporter.passed()
+            if not state.exhausted:
+                state.reporter.recovered(state.retry)
         state.reporter, state.retry, state.pending_check = None, 0, False
         state.regenerating = state.exhausted = False
 
@@ -614,7 +620,10 @@ class AgentsGuard:
                 "id": call_id}
         result = validate_plan([call], catalog, emit=False)
         if not result.hallucinations:
-            return None  # it exists, but the SDK could not run it: its own message fits
+            # It exists, but the SDK could not run it: its own message fits.
+            with self._on_mirrored_span():
+                report_pass(request_id=state.request_id)
+            return None
         state.misses += 1
         state.pending_check = state.regenerating = False
         state.not_found.add(tool_name)

@@ -85,7 +85,19 @@ def react_agent(model: Any, **kwargs: Any) -> Any:
 
 
 def events(cap: Capture) -> list[tuple[str, dict[str, Any]]]:
-    return [(e.name, e.attributes) for e in cap.events()]
+    """The guard events (each verdict's evaluation result is checked by verdicts())."""
+    return [(e.name, e.attributes) for e in cap.events() if e.name in names.GUARD_EVENTS]
+
+
+PLAN_TOOLS, FABRICATION = names.EVALUATION_PLAN_TOOLS, names.EVALUATION_FABRICATION
+PASS, FAIL = names.EVALUATION_PASS, names.EVALUATION_FAIL
+
+
+def verdicts(cap: Capture) -> list[tuple[str, str]]:
+    """(evaluation name, label) of every evaluation result, in order."""
+    return [(e.attributes[names.ATTR_EVALUATION_NAME],
+             e.attributes[names.ATTR_EVALUATION_SCORE_LABEL])
+            for e in cap.events(names.EVENT_EVALUATION_RESULT)]
 
 
 @pytest.fixture
@@ -187,8 +199,11 @@ def test_every_model_call_of_one_graph_run_shares_the_runs_request_id(cap: Captu
     request_ids = {p.request_id for p in cap.payloads}
     request_ids |= {e.attributes[names.ATTR_REQUEST_ID] for e in cap.events()}
     assert len(request_ids) == 1
-    assert {e.name for e in cap.events()} == {names.EVENT_HALLUCINATION_DETECTED,
-                                               names.EVENT_FABRICATION_DETECTED}
+    assert {name for name, _ in events(cap)} == {names.EVENT_HALLUCINATION_DETECTED,
+                                                  names.EVENT_FABRICATION_DETECTED}
+    # One verdict per check: the tools of each of the three replies, the text of the last.
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS), (PLAN_TOOLS, PASS),
+                             (FABRICATION, FAIL)]
 
 
 @pytest.mark.expect_hook_errors
@@ -223,6 +238,9 @@ def test_a_hallucinated_tool_is_asked_again_with_feedback_before_any_tool_runs(
         names.EVENT_HALLUCINATION_DETECTED,
         names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
         names.EVENT_HALLUCINATION_RECOVERED]
+    # The retry's two attempts (fail, then pass), then the final reply's tools and text.
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS), (PLAN_TOOLS, PASS),
+                             (FABRICATION, PASS)]
 
 
 def test_when_retries_run_out_the_last_reply_goes_on_and_is_unrecoverable(
@@ -236,6 +254,7 @@ def test_when_retries_run_out_the_last_reply_goes_on_and_is_unrecoverable(
         (names.EVENT_HALLUCINATION_REGENERATION_COMPLETE, 1),
         (names.EVENT_HALLUCINATION_DETECTED, 1),
         (names.EVENT_HALLUCINATION_UNRECOVERABLE, None)]
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, FAIL)]
 
 
 def test_a_fabricated_reply_reaches_the_user_with_its_disclaimer(cap: Capture) -> None:
@@ -257,7 +276,8 @@ def test_a_grounded_reply_is_returned_unchanged(cap: Capture) -> None:
         {"messages": [HumanMessage("Weather in Oslo?")]})
 
     assert result["messages"][-1].content == "I checked: it is sunny in Oslo."
-    assert cap.events() == []
+    assert events(cap) == []
+    assert verdicts(cap) == [(PLAN_TOOLS, PASS), (PLAN_TOOLS, PASS), (FABRICATION, PASS)]
 
 
 def test_the_async_path_retries_and_annotates_too(cap: Capture) -> None:
@@ -273,6 +293,8 @@ def test_the_async_path_retries_and_annotates_too(cap: Capture) -> None:
         names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
         names.EVENT_HALLUCINATION_RECOVERED,
         names.EVENT_FABRICATION_DETECTED]
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS), (PLAN_TOOLS, PASS),
+                             (FABRICATION, FAIL)]
 
 
 def test_with_both_pieces_each_finding_is_reported_once_under_one_request_id(
@@ -289,6 +311,8 @@ def test_with_both_pieces_each_finding_is_reported_once_under_one_request_id(
         names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
         names.EVENT_HALLUCINATION_RECOVERED,
         names.EVENT_FABRICATION_DETECTED]
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS), (PLAN_TOOLS, PASS),
+                             (FABRICATION, FAIL)]
     exchanges = [p for p in cap.payloads if p.kind == names.PAYLOAD_KIND_LLM_EXCHANGE]
     assert len(exchanges) == 3  # the retry's exchange too
     request_ids = {p.request_id for p in cap.payloads}

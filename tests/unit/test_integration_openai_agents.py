@@ -110,7 +110,19 @@ def cap(sdk_processors: None) -> Iterator[Capture]:
 
 
 def names_of(cap: Capture) -> list[str]:
-    return [e.name for e in cap.events()]
+    """The guard events' names (each verdict's evaluation result is checked by verdicts())."""
+    return [e.name for e in cap.events() if e.name in names.GUARD_EVENTS]
+
+
+PLAN_TOOLS, FABRICATION = names.EVALUATION_PLAN_TOOLS, names.EVALUATION_FABRICATION
+PASS, FAIL = names.EVALUATION_PASS, names.EVALUATION_FAIL
+
+
+def verdicts(cap: Capture) -> list[tuple[str, str]]:
+    """(evaluation name, label) of every evaluation result, in order."""
+    return [(e.attributes[names.ATTR_EVALUATION_NAME],
+             e.attributes[names.ATTR_EVALUATION_SCORE_LABEL])
+            for e in cap.events(names.EVENT_EVALUATION_RESULT)]
 
 
 # --- the item converter -------------------------------------------------------------------
@@ -159,6 +171,8 @@ def test_an_invented_tool_gets_feedback_and_the_retry_lifecycle_is_reported(
     assert names_of(cap) == [names.EVENT_HALLUCINATION_DETECTED,
                              names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
                              names.EVENT_HALLUCINATION_RECOVERED]
+    # The invented call's fail, the regenerated response's pass, the final text's pass.
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS), (FABRICATION, PASS)]
     assert len({e.attributes[names.ATTR_REQUEST_ID] for e in cap.events()}) == 1
 
 
@@ -169,11 +183,15 @@ def test_an_invented_tool_past_the_budget_is_unrecoverable_and_the_run_goes_on(
     result = asyncio.run(AgentsGuard(tool_retries=1).run(travel_agent(model), "Weather?"))
 
     assert result.final_output == "Sorry, I cannot check the weather right now."
-    assert [(e.name, e.attributes.get(names.ATTR_HALL_RETRY)) for e in cap.events()] == [
+    assert [(e.name, e.attributes.get(names.ATTR_HALL_RETRY)) for e in cap.events()
+            if e.name in names.GUARD_EVENTS] == [
         (names.EVENT_HALLUCINATION_DETECTED, 0),
         (names.EVENT_HALLUCINATION_REGENERATION_COMPLETE, 1),
         (names.EVENT_HALLUCINATION_DETECTED, 1),
         (names.EVENT_HALLUCINATION_UNRECOVERABLE, None)]
+    # Both invented calls fail; the last response, which calls nothing, passes.
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS),
+                             (FABRICATION, PASS)]
 
 
 def test_a_streamed_run_is_guarded_alike(cap: Capture) -> None:
@@ -198,6 +216,7 @@ def test_a_streamed_run_is_guarded_alike(cap: Capture) -> None:
                              names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
                              names.EVENT_HALLUCINATION_RECOVERED,
                              names.EVENT_FABRICATION_DETECTED]
+    assert verdicts(cap) == [(PLAN_TOOLS, FAIL), (PLAN_TOOLS, PASS), (FABRICATION, FAIL)]
 
 
 # --- fabrication and loops -------------------------------------------------------------------
