@@ -48,7 +48,7 @@ test: install browser lint
 BENCH_ARGS ?=
 bench: install
 	@mkdir -p .guardtrace/bench
-	@for b in hook_overhead detection_quality pipeline_throughput payload_throughput lookup_latency redaction_quality; do \
+	@for b in hook_overhead detection_quality pipeline_throughput payload_throughput lookup_latency redaction_quality pipeline_detection; do \
 	  echo "== $$b $(BENCH_ARGS)"; \
 	  $(BIN)/python benchmarks/$$b.py $(BENCH_ARGS) > .guardtrace/bench/$$b.txt; \
 	  status=$$?; cat .guardtrace/bench/$$b.txt; [ $$status = 0 ] || exit $$status; \
