@@ -17,8 +17,8 @@ text format (OpenMetrics when the scraper asks for it), for Prometheus to scrape
 The server runs on a daemon thread of the consumer process and only reads attributes
 of the consumer (``last_poll_monotonic``, ``stats``, ``stall``, ``metrics``); it never
 calls into Kafka or ClickHouse, so a probe or a scrape cannot slow the loop down or fail
-because ClickHouse is down. (A ClickHouse outage is not a liveness failure: the loop keeps polling while it
-backs off, and a restart would not bring ClickHouse back.)
+because ClickHouse is down. (A ClickHouse outage is not a liveness failure: the loop
+keeps polling while it backs off, and a restart would not bring ClickHouse back.)
 """
 
 from __future__ import annotations
