@@ -143,7 +143,8 @@ def test_summary_events_equal_the_span_events_captured(run: Run) -> None:
     summary = run.summary
     assert summary.requests == 400 and summary.stopped_by == "requests" and summary.ok
     assert summary.events == dict(Counter(e.name for e in run.events))
-    assert set(summary.events) == set(names.GUARD_EVENTS)
+    # Every guard event, and the evaluation result each verdict is also emitted as.
+    assert set(summary.events) == {*names.GUARD_EVENTS, names.EVENT_EVALUATION_RESULT}
     assert summary.payloads == len(run.payloads)
     assert sum(summary.outcomes.values()) == 400
     assert summary.outcomes[Scenario.PLAN_UNRECOVERABLE] \
