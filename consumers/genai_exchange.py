@@ -169,35 +169,59 @@ def read_exchange(attributes: Mapping[str, str]) -> GenAIExchange | None:
 
 def _openinference(attributes: Mapping[str, str]) -> GenAIExchange:
     problems = _Problems()
-    inputs: dict[int, dict[str, str]] = {}
-    outputs: dict[int, dict[str, str]] = {}
-    tools: dict[int, str] = {}
+    # Grouped by the index as written (one split per key: this runs for every attribute
+    # of every LLM span); indexes are checked once per message below.
+    inputs: dict[str, dict[str, str]] = {}
+    outputs: dict[str, dict[str, str]] = {}
+    tools: dict[str, str] = {}
     for key, value in attributes.items():
-        if not key.startswith("llm."):
+        if key[:4] != "llm.":
             continue
-        if key.startswith(OI_INPUT_MESSAGES):
-            _flat_field(key, len(OI_INPUT_MESSAGES), _OI_MESSAGE, value, inputs, problems)
-        elif key.startswith(OI_OUTPUT_MESSAGES):
-            _flat_field(key, len(OI_OUTPUT_MESSAGES), _OI_MESSAGE, value, outputs, problems)
-        elif key.startswith(OI_TOOLS):
-            index, _, rest = key[len(OI_TOOLS):].partition(".")
-            if rest == OI_TOOL_SCHEMA:
-                number = _index(index)
-                if number is None:
-                    problems.add(PROBLEM_UNEXPECTED_SHAPE, f"{key}: not an index")
-                else:
-                    tools[number] = value
-    messages = _oi_messages(inputs, "llm.input_messages", problems)
-    output = _oi_messages(outputs, "llm.output_messages", problems)
+        group, _, rest = key[4:].partition(".")
+        if group == "input_messages":
+            into = inputs
+        elif group == "output_messages":
+            into = outputs
+        else:
+            if group == "tools":
+                index, _, field = rest.partition(".")
+                if field == OI_TOOL_SCHEMA:
+                    tools[index] = value
+            continue
+        index, _, field = rest.partition(".")
+        if not field.startswith(_OI_MESSAGE):
+            problems.add(PROBLEM_UNEXPECTED_SHAPE, f"{key}: not <index>.message.<field>")
+            continue
+        fields = into.get(index)
+        if fields is None:
+            fields = into[index] = {}
+        fields[field[len(_OI_MESSAGE):]] = value
+    messages = _oi_messages(_numbered(inputs, OI_INPUT_MESSAGES, problems),
+                            "llm.input_messages", problems)
+    output = _oi_messages(_numbered(outputs, OI_OUTPUT_MESSAGES, problems),
+                          "llm.output_messages", problems)
     if output is None and not outputs:
         problems.add(PROBLEM_NOT_CAPTURED, "no llm.output_messages")
     if messages is None and not inputs:
         problems.add(PROBLEM_NOT_CAPTURED, "no llm.input_messages")
     return GenAIExchange(
-        CONVENTION_OPENINFERENCE, messages, output, _oi_tools(tools, problems),
+        CONVENTION_OPENINFERENCE, messages, output,
+        _oi_tools(_numbered(tools, OI_TOOLS, problems), problems),
         model=attributes.get(OI_MODEL, ""),
         agent_name=attributes.get(GENAI_AGENT_NAME, ""),
         problems=tuple(problems.kinds), problem_detail=problems.detail)
+
+
+def _numbered(grouped: dict[str, Any], prefix: str, problems: _Problems) -> dict[int, Any]:
+    """``grouped`` keyed by index number; an index that is no number is named and dropped."""
+    out = {}
+    for index, value in grouped.items():
+        number = _index(index)
+        if number is None:
+            problems.add(PROBLEM_UNEXPECTED_SHAPE, f"{prefix}{index}: not an index")
+        else:
+            out[number] = value
+    return out
 
 
 def _index(text: str) -> int | None:
