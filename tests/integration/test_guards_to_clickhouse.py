@@ -49,7 +49,8 @@ def test_every_guard_family_lands_as_events_payloads_and_counters(pipeline: Pipe
 
     events = pipeline.rows(
         "SELECT request_id, name, module, agent, tier FROM {db}.span_events FINAL "
-        "ORDER BY request_id, timestamp")
+        "WHERE name != {e:String} ORDER BY request_id, timestamp",
+        e=names.EVENT_EVALUATION_RESULT)
     by_request: dict[str, list[tuple]] = {}
     for request_id, *rest in events:
         by_request.setdefault(request_id, []).append(tuple(rest))
@@ -63,6 +64,25 @@ def test_every_guard_family_lands_as_events_payloads_and_counters(pipeline: Pipe
     assert [e[0] for e in by_request["verify-req-1"]] == [
         names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_NUDGED,
         names.EVENT_VERIFICATION_COMPLETED]
+
+    # Each verdict is also a GenAI evaluation result row: the rejected plan's fail and
+    # the retried plan's pass, the claim's fail, the verified answer's pass.
+    evaluations = pipeline.rows(
+        "SELECT request_id, module, attributes[{n:String}], attributes[{l:String}], "
+        "attributes[{f:String}] FROM {db}.span_events FINAL WHERE name = {e:String} "
+        "ORDER BY request_id, timestamp",
+        e=names.EVENT_EVALUATION_RESULT, n=names.ATTR_EVALUATION_NAME,
+        l=names.ATTR_EVALUATION_SCORE_LABEL, f=names.ATTR_FOUND_IN)
+    agent = names.FOUND_IN_AGENT
+    assert [tuple(row) for row in evaluations] == [
+        ("plan-req-1", names.MODULE_PLANNING, names.EVALUATION_PLAN_TOOLS,
+         names.EVALUATION_FAIL, agent),
+        ("plan-req-1", names.MODULE_PLANNING, names.EVALUATION_PLAN_TOOLS,
+         names.EVALUATION_PASS, agent),
+        ("reply-req-1", names.MODULE_REPLIES, names.EVALUATION_FABRICATION,
+         names.EVALUATION_FAIL, agent),
+        ("verify-req-1", names.MODULE_VERIFICATION, names.EVALUATION_VERIFICATION,
+         names.EVALUATION_PASS, agent)]
 
     kinds = dict(pipeline.rows(
         "SELECT request_id, groupArray(toString(kind)) FROM {db}.payloads FINAL "
