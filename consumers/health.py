@@ -181,6 +181,7 @@ def _handler_for(owner: HealthServer) -> type[BaseHTTPRequestHandler]:
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # the name http.server dispatches GET to
             path = self.path.split("?", 1)[0]
+            body: dict[str, Any]
             if path == "/metrics":
                 exposed = owner.metrics(self.headers.get("Accept"))
                 if exposed is not None:
