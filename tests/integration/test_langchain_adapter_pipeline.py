@@ -91,9 +91,11 @@ def test_a_guarded_langgraph_agents_findings_land_in_clickhouse(pipeline: Pipeli
     assert stats.dead_letters == 0
 
     events: dict[str, list[tuple[str, str, str]]] = {}
+    # The guard events (each verdict's evaluation result is a row too; not read here).
     for request_id, name, module, tier in pipeline.rows(
             "SELECT request_id, name, module, tier FROM {db}.span_events FINAL "
-            "ORDER BY request_id, timestamp"):
+            "WHERE name IN {g:Array(String)} ORDER BY request_id, timestamp",
+            g=list(names.GUARD_EVENTS)):
         events.setdefault(request_id, []).append((name, module, tier))
     assert events["lc-tool"] == [
         (names.EVENT_HALLUCINATION_DETECTED, names.MODULE_PLANNING, ""),

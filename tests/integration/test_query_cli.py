@@ -63,7 +63,10 @@ def test_trace_prints_spans_and_events_in_time_order(
     stored = [row[0] for row in pipeline.rows(
         "SELECT name FROM {db}.span_events FINAL WHERE request_id = {r:String} "
         "ORDER BY timestamp", r="cli-recovered-1")]
+    # The rejected plan's detection and fail, the retried plan's pass, then the retry.
     assert events == stored == [names.EVENT_HALLUCINATION_DETECTED,
+                                names.EVENT_EVALUATION_RESULT,
+                                names.EVENT_EVALUATION_RESULT,
                                 names.EVENT_HALLUCINATION_REGENERATION_COMPLETE,
                                 names.EVENT_HALLUCINATION_RECOVERED]
     spans = [item for item in timeline if item["type"] == "span"]

@@ -65,7 +65,8 @@ def test_simulated_traffic_lands_exactly_as_summarised(pipeline: Pipeline) -> No
                              flush=lambda: telemetry.force_flush(30))
     collectors.shutdown()  # the final metric export happens here
     assert summary.ok, summary
-    assert summary.requests == 200 and set(summary.events) == set(names.GUARD_EVENTS)
+    assert summary.requests == 200
+    assert set(summary.events) == {*names.GUARD_EVENTS, names.EVENT_EVALUATION_RESULT}
 
     stats = pipeline.consume_until_idle()
     assert stats.dead_letters == 0
