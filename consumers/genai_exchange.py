@@ -298,13 +298,13 @@ def _oi_message(fields: dict[str, str], where: str,
         listed = []
         for number in range(len(calls)):
             call = calls[number]
-            name = call.get("function.name")
-            if not name:
+            function = call.get("function.name")
+            if not function:
                 problems.add(PROBLEM_MISSING_INDEX,
                              f"{where}.message.tool_calls.{number}: no function.name")
                 return None
             listed.append({"id": call.get("id") or f"call_{number}", "type": "function",
-                           "function": {"name": name,
+                           "function": {"name": function,
                                         "arguments": call.get("function.arguments", "")}})
         message["tool_calls"] = listed
     return message
