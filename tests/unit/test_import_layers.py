@@ -1,4 +1,5 @@
-"""Imports follow the data path: hooks -> Kafka -> consumers -> store <- alerts, dashboard, CLI.
+"""Imports follow the data path: hooks -> Kafka -> consumers -> store <- alerts, dashboard,
+API, CLI.
 
 Read from the source (every ``import`` and ``from ... import``, relative ones resolved,
 lazy ones inside functions included), so a forbidden import fails here even when no
@@ -14,25 +15,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The read side of the store: what only readers (dashboard, CLI) may import.
+# The read side of the store: what only readers (dashboard, API, CLI) may import.
 READ_SIDE = ("guardtrace.store.queries", "guardtrace.store.request_queries",
              "guardtrace.store.overview_queries", "guardtrace.store.pipeline_queries",
              "guardtrace.store.alert_queries", "guardtrace.store.query_sql",
-             "guardtrace.alerts", "guardtrace.dashboard", "guardtrace.cli")
+             "guardtrace.alerts", "guardtrace.dashboard", "guardtrace.api", "guardtrace.cli")
 
 # folder -> module prefixes nothing in it may import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "collectors": ("guardtrace.store", "guardtrace.transport", "guardtrace.consumers",
-                   "guardtrace.dashboard", "guardtrace.cli", "guardtrace.simulator",
-                   "guardtrace.integrations"),
+                   "guardtrace.dashboard", "guardtrace.api", "guardtrace.cli",
+                   "guardtrace.simulator", "guardtrace.integrations"),
     # Adapters run in the agent's process, on top of the hooks: nothing of the server side.
     "integrations": ("guardtrace.store", "guardtrace.transport", "guardtrace.consumers",
-                     "guardtrace.dashboard", "guardtrace.cli", "guardtrace.simulator"),
+                     "guardtrace.dashboard", "guardtrace.api", "guardtrace.cli",
+                     "guardtrace.simulator"),
     "transport": READ_SIDE + ("guardtrace.consumers", "guardtrace.store"),
     "consumers": READ_SIDE,
     # The store is below the consumers: they import it, never the reverse.
     "store": ("guardtrace.consumers", "guardtrace.dashboard", "guardtrace.cli",
-              "guardtrace.alerts"),
+              "guardtrace.alerts", "guardtrace.api"),
     # Alerts read the store (its read queries, and write their own alert_events), consumer
     # lag from the transport, and nothing of the write path, the hooks or the UIs.
     "alerts": ("guardtrace.collectors", "guardtrace.consumers", "guardtrace.dashboard",
@@ -40,6 +42,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
                "guardtrace.store.writer"),
     # Readers read through the store; the dashboard never touches the write side.
     "dashboard": ("guardtrace.consumers", "guardtrace.cli", "guardtrace.store.writer"),
+    # The HTTP query API reads through the store like the dashboard, and apart from it
+    # (the shared-token rule both apply is in schemas/): the store's read side and the
+    # schemas only.
+    "api": ("guardtrace.consumers", "guardtrace.collectors", "guardtrace.transport",
+            "guardtrace.dashboard", "guardtrace.cli", "guardtrace.simulator",
+            "guardtrace.integrations", "guardtrace.store.writer"),
     # The CLI launches the dashboard (a path lookup), it does not import it.
     "cli": ("guardtrace.dashboard",),
 }
