@@ -56,7 +56,7 @@ from guardtrace import cli
 from guardtrace.collectors.export.kafka_exporters import KafkaLogExporter, KafkaSpanExporter
 from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.collectors.tool_catalog import read_tool_specs
-from guardtrace.consumers.decode import decode_spans
+from guardtrace.consumers.decode import decode_logs, decode_spans
 from guardtrace.consumers.genai_exchange import (
     CONVENTION_OPENINFERENCE,
     GenAIExchange,
@@ -373,7 +373,8 @@ class Recorded:
 
     spans: list[dict[str, str]]
     log_events: list[LogEvent]
-    trace_request: bytes  # every span of the three calls, agent spans too, as exported
+    trace_request: bytes  # every span of the calls, agent spans too, as exported
+    logs_request: bytes  # the GenAI log events of the calls (b"" when none), as exported
 
 
 @dataclass(frozen=True)
@@ -397,11 +398,9 @@ def _record(run: Run) -> Recorded:
     stored = [attributes_map(span.attributes) for resource in request.resource_spans
               for scope in resource.scope_spans for span in scope.spans
               if not scope.scope.name.startswith("ops_agent.")]
-    events: list[LogEvent] = []
-    if logs.get_finished_logs():
-        raw = encode_logs(logs.get_finished_logs()).SerializeToString()
-        events = _log_events(raw)
-    return Recorded(stored, events, request.SerializeToString())
+    raw = encode_logs(logs.get_finished_logs()).SerializeToString() \
+        if logs.get_finished_logs() else b""
+    return Recorded(stored, _log_events(raw), request.SerializeToString(), raw)
 
 
 def _log_events(raw: bytes) -> list[LogEvent]:
@@ -525,3 +524,12 @@ def _all_span_attributes(record: Recorded) -> list[dict[str, str]]:
     request = ExportTraceServiceRequest.FromString(record.trace_request)
     return [attributes_map(span.attributes) for resource in request.resource_spans
             for scope in resource.scope_spans for span in scope.spans]
+
+
+@LOG_EVENTS_NOT_JUDGED
+def test_detection_on_genai_log_events_finds_the_claim(recorded: dict[str, Recorded]) -> None:
+    rows = decode_logs(recorded["genai-event"].logs_request)
+    found = [dict(zip(Columns.SPAN_EVENTS, row, strict=True)) for row in rows.span_events]
+    assert [(e["request_id"], e["name"]) for e in found if e["name"] in names.GUARD_EVENTS
+            and e["request_id"] == "unit-claimed"] == [
+        ("unit-claimed", names.EVENT_FABRICATION_DETECTED)]
