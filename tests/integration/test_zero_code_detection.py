@@ -14,11 +14,13 @@ application span above the LLM call (OpenInference case), or the ``request_id``
 baggage entry copied onto every span and log record by a processor (GenAI cases). A
 scheduled job's call, outside any request, is found under its trace id.
 
-Three agents: OpenInference (content on the span), openai-v2 with content on the span
-only, and openai-v2 with content in the log event only. What is known not to work yet
-is marked ``xfail(strict=True)`` with the reason, so the day it works the marker has to
-go: openai-v2 records no tool definitions (they are on the agent span above the call,
-which detection does not read), and GenAI log events are stored but not judged. The
+Four agents: OpenInference (content on the span), the same with each span exported on
+its own, openai-v2 with content on the span only, and openai-v2 with content in the log
+event only. What is known not to work yet is marked ``xfail(strict=True)`` with the
+reason, so the day it works the marker has to go: openai-v2 records no tool definitions
+(they are on the agent span above the call, which detection does not read), GenAI log
+events are stored but not judged, and a request id on an application span that reaches
+Kafka after the LLM span is not the finding's. The
 unit-level tests at the end put the same telemetry through the consumer's decoding and
 reader without the broker, so a failure there points at the reader or the detector.
 Shapes of each package's telemetry: :mod:`tests.support.genai_shapes`.
@@ -176,16 +178,22 @@ CASES: dict[str, Run] = {
     # Content on the span only, and in the log event only: each path on its own.
     "genai-span": _genai_run("span_only"),
     "genai-event": _genai_run("event_only"),
+    # As "openinference", each span exported as soon as it ends (SimpleSpanProcessor, or
+    # a batch boundary in a long request): the LLM span reaches Kafka in a message before
+    # the one holding the application span and its request id.
+    "openinference-split": _run_openinference,
 }
+SPLIT_CASES = frozenset({"openinference-split"})
 
 
-def _providers(producer: LazyProducer, pipeline: Pipeline) -> tuple[TracerProvider,
-                                                                    LoggerProvider]:
+def _providers(producer: LazyProducer, pipeline: Pipeline, *, span_by_span: bool = False
+               ) -> tuple[TracerProvider, LoggerProvider]:
     resource = Resource.create({"service.name": SERVICE})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(BaggageRequestIdProcessor())
+    exporter = KafkaSpanExporter(producer, topic=pipeline.topics.spans)
     tracer_provider.add_span_processor(
-        BatchSpanProcessor(KafkaSpanExporter(producer, topic=pipeline.topics.spans)))
+        SimpleSpanProcessor(exporter) if span_by_span else BatchSpanProcessor(exporter))
     logger_provider = LoggerProvider(resource=resource)
     logger_provider.add_log_record_processor(BaggageRequestIdLogProcessor())
     logger_provider.add_log_record_processor(
@@ -205,7 +213,8 @@ def delivered(broker: EmbeddedBroker, ch_client: Any, chdb_dir: Path) -> dict[st
             suffix = uuid.uuid4().hex[:8]
             ids = (f"{case}-invented-{suffix}", f"{case}-claimed-{suffix}",
                    f"{case}-honest-{suffix}")
-            tracer_provider, logger_provider = _providers(producer, pipeline)
+            tracer_provider, logger_provider = _providers(producer, pipeline,
+                                                          span_by_span=case in SPLIT_CASES)
             try:
                 unlabelled = run(tracer_provider, logger_provider, (*ids, ""))
                 assert tracer_provider.force_flush() and logger_provider.force_flush()
@@ -273,8 +282,18 @@ LOG_EVENTS_NOT_JUDGED = pytest.mark.xfail(
     strict=True, reason="pipeline detection does not run on GenAI log events yet")
 
 
+# Detection takes a span's request id from the spans of the same Kafka message; an
+# application span that arrives in a later message is not seen, so the finding is stored
+# under the trace id, and the request's page (events read by request id) does not show it.
+REQUEST_ID_IN_A_LATER_MESSAGE = pytest.mark.xfail(
+    strict=True, reason="the request id is on an application span exported in a later "
+    "message than the LLM span; the finding is stored under the trace id")
+
+
 def _mark_known_gaps(request: pytest.FixtureRequest, sent: Sent, finding: str) -> None:
-    if sent.case == "genai-event":
+    if sent.case in SPLIT_CASES and finding != "unlabelled":
+        request.applymarker(REQUEST_ID_IN_A_LATER_MESSAGE)
+    elif sent.case == "genai-event":
         request.applymarker(LOG_EVENTS_NOT_JUDGED)
     elif finding == "invented" and sent.case.startswith("genai"):
         request.applymarker(TOOLS_ONLY_ON_THE_AGENT_SPAN)
