@@ -2,9 +2,11 @@
 
 ``up`` starts, in one supervised process: the embedded broker (unless
 ``GUARDTRACE_KAFKA_BOOTSTRAP`` names one), the schema migration, a consumer, the
-dashboard and, with ``--demo``, the traffic simulator (a child process, as an agent
-would be). The consumer and the dashboard share this process because the embedded
-ClickHouse store (chDB) can be opened by one process only. Ctrl-C stops everything.
+dashboard, the HTTP query API and, with ``--demo``, the traffic simulator (a child
+process, as an agent would be). The consumer, the dashboard and the API share this
+process because the embedded ClickHouse store (chDB) can be opened by one process only;
+up records where its API listens beside the store, so the CLI's query commands read
+through it while up runs. Ctrl-C stops everything.
 
 Both serve the dashboard on loopback unless ``--address`` says otherwise, and refuse any
 other address (exit status 2, before anything starts) unless sign-in is configured.
@@ -204,9 +206,17 @@ class _Stack:
     simulator: subprocess.Popen[bytes] | None = None
     simulator_log: Path | None = None
     alerts: Any = None
+    api: Any = None
+    # The record of this up beside the embedded store, and where it is.
+    api_record: Any = None
+    store_dir: Path | None = None
     failure: list[str] = field(default_factory=list)
 
     def stop(self) -> None:
+        if self.api_record is not None and self.store_dir is not None:
+            self.api_record.remove(self.store_dir)  # the CLI opens the store itself again
+        if self.api is not None:
+            self.api.stop()
         if self.simulator is not None and self.simulator.poll() is None:
             self.simulator.terminate()
             try:
@@ -292,6 +302,54 @@ def _announce_when_serving(port: int, banner: str, stop: threading.Event) -> Non
         stop.wait(0.1)
 
 
+def _api_port(flag: int | None, dashboard_port: int) -> int:
+    """--api-port, else GUARDTRACE_API_PORT, else one above the dashboard's port; 0: none."""
+    if flag is None and not env.read_str(env.API_PORT):
+        port = dashboard_port + 1
+    else:
+        port = env.read_int(env.API_PORT, flag, minimum=0)
+    if port > 65535:
+        raise CommandError(f"{env.API_PORT.name} / --api-port must be a TCP port (0 for no "
+                           f"API), got {port}")
+    return port
+
+
+def _connect_host(address: str) -> str:
+    """Where a client on this machine reaches a server listening on ``address`` (every
+    interface: through loopback)."""
+    bare = address.strip("[]")
+    if bare in ("", "0.0.0.0", "localhost"):
+        return "127.0.0.1"
+    if bare == "::":
+        return "[::1]"
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def _start_api(stack: _Stack, store_config: Any, port: int, address: str, token: str) -> str:
+    """Serve the HTTP query API (a store client of its own) and record where; its URL."""
+    from ..api.access import ApiAccess
+    from ..api.handlers import QueryApi
+    from ..api.running import RunningUp
+    from ..api.server import ApiServer
+    from ..api.store_link import StoreLink
+
+    url = ""
+    if port:
+        api = QueryApi(StoreLink(store_config), ApiAccess(token))
+        try:
+            stack.api = ApiServer(api, port, address).start()
+        except OSError as exc:
+            raise CommandError(f"cannot serve the HTTP API on {address} port {port}: "
+                               f"{exc.strerror or exc}; choose another with --api-port") from None
+        url = f"http://{_connect_host(address)}:{stack.api.port}"
+    stack.store_dir = store_config.embedded_path
+    if stack.store_dir is not None:
+        # Recorded even without an API: the CLI can then say why it cannot read.
+        stack.api_record = RunningUp(os.getpid(), url, store_config.database)
+        stack.api_record.write(stack.store_dir)
+    return url
+
+
 def _interrupt_self(_signum: int, _frame: Any) -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
@@ -308,6 +366,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ServingRefused as refusal:
         return _refuse(args.command, refusal)
     _check_port_free(port, "dashboard", "--port")
+    api_port = _api_port(args.api_port, port)
+    api_token = access.AccessSettings.resolve().token  # the dashboard's shared token
+    if api_port:
+        from ..api.access import serving_refusal
+
+        refusal = serving_refusal(args.api_address, api_token)
+        if refusal:
+            return _refuse(args.command, ServingRefused(refusal))
+        if api_port in (port, args.broker_port):
+            raise CommandError(f"the HTTP API needs a port of its own, not {api_port}: choose "
+                               "another with --api-port")
+        _check_port_free(api_port, "HTTP API", "--api-port")
     # Before anything starts: the shutdown below prints, and must reach stack.stop().
     keep_serving_without_a_reader()
     external_kafka = os.environ.get(env.KAFKA_BOOTSTRAP.name, "").strip()
@@ -356,6 +426,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         applied = pipeline.applied
         settings = {**config.environment(), **extra_settings}
         _start_consumer(stack, pipeline)
+        api_url = _start_api(stack, store_config, api_port, args.api_address, api_token)
         if alert_rules is not None:
             stack.alerts = start_alerts(alert_rules, store_config, bootstrap,
                                         config.consumer.group_id, config.topics.consumed,
@@ -368,7 +439,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         kafka_text = f"{bootstrap} ({'yours' if external_kafka else 'embedded Tansu'})"
         banner = (f"guardtrace is up\n"
                   f"  dashboard   http://127.0.0.1:{port} (sign-in: {_sign_in_text(sign_in)})\n"
-                  f"  kafka       {kafka_text}\n"
+                  + (f"  api         {api_url} (OpenAPI: {api_url}/openapi.json; token: "
+                     f"{'required' if api_token else 'none, this machine only'})\n"
+                     if api_url else "  api         none (--api-port 0)\n")
+                  + f"  kafka       {kafka_text}\n"
                   f"  clickhouse  {store_config.display_url} (database {store_config.database}"
                   f"{', migrated now' if applied else ''})\n"
                   + (f"  demo        simulating {args.demo_rate:g} requests/s "
@@ -388,7 +462,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         stop_supervisor.set()
         # A second Ctrl-C must not interrupt the shutdown halfway (orphaning the broker).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print("stopping: simulator, consumer (finishing its batch), broker...", flush=True)
+        print("stopping: API, simulator, consumer (finishing its batch), broker...",
+              flush=True)
         stack.stop()
     if stack.failure:
         raise CommandError(stack.failure[0])
@@ -415,6 +490,12 @@ def register(sub: Any) -> None:
                         f"{env.DASHBOARD_PORT.default})")
     p.add_argument("--address", default=LOOPBACK,
                    help=f"dashboard listen address (default {LOOPBACK}; {_ADDRESS_RULE})")
+    p.add_argument("--api-port", type=int, default=None, metavar="PORT",
+                   help=f"HTTP query API port (default ${env.API_PORT.name}, else one above "
+                        "the dashboard's; 0 serves no API)")
+    p.add_argument("--api-address", default=LOOPBACK,
+                   help=f"HTTP query API listen address (default {LOOPBACK}; any other needs "
+                        f"{env.DASHBOARD_TOKEN.name})")
     p.add_argument("--alert-rules", default=None, metavar="FILE",
                    help=f"evaluate these alert rules (TOML) beside the consumer (default "
                         f"${env.ALERT_RULES.name}; none when unset)")
