@@ -5,7 +5,8 @@ guardtrace code in the agent: an application span carrying the request id, an
 OpenInference LLM span whose reply calls a tool the request did not list, and an
 OpenTelemetry GenAI span whose reply claims a booking no tool made. The consumer finds
 both, and the request id finds them and the LLM spans, as the CLI and the dashboard read
-them. Replaying the same Kafka records changes no count.
+them. Replaying the same Kafka records changes no count; with detection turned off the
+same records are stored as spans only.
 """
 
 from __future__ import annotations
@@ -126,6 +127,13 @@ def test_llm_spans_of_an_uninstrumented_agent_become_guard_events(pipeline: Pipe
     assert again.rows_written == stats.rows_written
     distinct, rollup = counts(pipeline)
     assert (distinct, rollup) == before
+
+    # Turned off, the consumer stores the spans as they came and judges nothing.
+    off = pipeline.consume_until_idle(
+        idle_s=1.0, group_id=f"{pipeline.consumer_config.group_id}-off",
+        pipeline_detection=False)
+    assert off.rows_written == {"spans": stats.rows_written["spans"]}
+    assert off.pipeline_detection == {}
     assert dict(rollup) == {names.EVENT_EVALUATION_RESULT: 2,
                             names.EVENT_FABRICATION_DETECTED: 1,
                             names.EVENT_HALLUCINATION_DETECTED: 1}
