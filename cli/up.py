@@ -448,7 +448,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                   + (f"  demo        simulating {args.demo_rate:g} requests/s "
                      f"(log: {stack.simulator_log})\n" if args.demo else "")
                   + (f"  alerts      {len(alert_rules.rules)} rule(s) from {alert_rules.source}, "
-                     f"every {stack.alerts.settings.interval_s:g} s\n" if stack.alerts else "")
+                     f"every {stack.alerts.settings.interval_s:g} s\n"
+                     if alert_rules is not None and stack.alerts else "")
                   + "Ctrl-C stops everything.")
         threading.Thread(target=_announce_when_serving, args=(port, banner, stop_supervisor),
                          name="guardtrace-announce", daemon=True).start()
