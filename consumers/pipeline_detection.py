@@ -309,8 +309,8 @@ def _hallucination_rows(result: PlanValidationResult, span: _Span) -> list[list[
 def _plan_explanation(result: PlanValidationResult, calls: int) -> str:
     if result.hallucinations:
         return "; ".join(issue.message for issue in result.hallucinations)
-    return (f"{calls} tool call(s), each naming one of the {result.allowed.agent_count} "
-            f"tools the request listed")
+    return (f"{calls} tool call(s), none naming a tool outside the "
+            f"{result.allowed.agent_count} the request listed")
 
 
 def _check_replies(exchange: GenAIExchange, span: _Span,
