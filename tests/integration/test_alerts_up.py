@@ -95,8 +95,10 @@ def test_up_demo_fires_and_resolves_an_alert_to_webhooks_and_the_page_shows_both
     environ[env.CLICKHOUSE_URL.name] = f"chdb://{tmp_path / 'store'}"
     environ[env.ALERT_INTERVAL_SECONDS.name] = "1"
     port = free_port()
+    # No HTTP API (--api-port 0): this test needs none, and its port would be one more to find.
     up = UpProcess(["--demo", "--demo-rate", "10", "--alert-rules", str(rules), "--port",
-                    str(port), "--broker-port", str(free_port())], tmp_path, environ)
+                    str(port), "--broker-port", str(free_port()), "--api-port", "0"], tmp_path,
+                   environ)
     try:
         up.wait_until_up()
         assert f"alerts      1 rule(s) from {rules}, every 1 s" in up.output
