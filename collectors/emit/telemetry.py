@@ -138,11 +138,14 @@ class GuardTelemetry:
         if span.is_recording():
             span.add_event(name, attrs)
             return
-        with instruments.tracer().start_as_current_span(
+        # A span of its own, never made current: nothing runs inside it, and with no
+        # provider set (telemetry off) it records nothing, so it costs no more.
+        own = instruments.tracer().start_span(
             f"guardtrace.{self.operation}",
-            attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module},
-        ) as own_span:
-            own_span.add_event(name, attrs)
+            attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module})
+        if own.is_recording():
+            own.add_event(name, attrs)
+            own.end()
 
     def verdict_span(self, request_id: str) -> VerdictSpan:
         """A ``with`` block whose events all go on one span: the current recording span,
@@ -276,10 +279,13 @@ class VerdictSpan:
             if trace.get_current_span().is_recording():
                 return
             t = self._telemetry
-            own = instruments.tracer().start_as_current_span(
+            span = instruments.tracer().start_span(
                 f"guardtrace.{t.operation}",
                 attributes={names.ATTR_REQUEST_ID: self._request_id,
                             names.ATTR_MODULE: t.module})
+            if not span.is_recording():
+                return  # telemetry off: the events find no span either way
+            own = trace.use_span(span, end_on_exit=True)
             own.__enter__()
             self._own = own
         except Exception as exc:  # noqa: BLE001
