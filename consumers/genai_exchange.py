@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
@@ -111,7 +111,8 @@ class GenAIExchange:
         model: The model that answered, else the one asked for ("" when neither).
         response_id: ``gen_ai.response.id`` ("" when absent).
         problems: What could not be read, as ``PROBLEM_*`` kinds, each at most once.
-        problem_detail: The first problem in words (which key, why), for a log line.
+        problem_details: Each problem kind's first occurrence in words (which key, why),
+            for a log line.
     """
 
     convention: str
@@ -124,22 +125,19 @@ class GenAIExchange:
     model: str = ""
     response_id: str = ""
     problems: tuple[str, ...] = ()
-    problem_detail: str = ""
+    problem_details: Mapping[str, str] = field(default_factory=dict)
 
 
 class _Problems:
-    """Problem kinds met while reading one span, first detail kept."""
+    """Problem kinds met while reading one span, each with its first detail."""
 
-    __slots__ = ("detail", "kinds")
+    __slots__ = ("kinds",)
 
     def __init__(self) -> None:
-        self.kinds: dict[str, None] = {}
-        self.detail = ""
+        self.kinds: dict[str, str] = {}
 
     def add(self, kind: str, detail: str) -> None:
-        if not self.kinds:
-            self.detail = detail
-        self.kinds.setdefault(kind, None)
+        self.kinds.setdefault(kind, detail)
 
 
 def read_exchange(attributes: Mapping[str, str]) -> GenAIExchange | None:
@@ -184,18 +182,18 @@ def _openinference(attributes: Mapping[str, str]) -> GenAIExchange:
             into = outputs
         else:
             if group == "tools":
-                index, _, field = rest.partition(".")
-                if field == OI_TOOL_SCHEMA:
+                index, _, tail = rest.partition(".")
+                if tail == OI_TOOL_SCHEMA:
                     tools[index] = value
             continue
-        index, _, field = rest.partition(".")
-        if not field.startswith(_OI_MESSAGE):
+        index, _, tail = rest.partition(".")
+        if not tail.startswith(_OI_MESSAGE):
             problems.add(PROBLEM_UNEXPECTED_SHAPE, f"{key}: not <index>.message.<field>")
             continue
         fields = into.get(index)
         if fields is None:
             fields = into[index] = {}
-        fields[field[len(_OI_MESSAGE):]] = value
+        fields[tail[len(_OI_MESSAGE):]] = value
     messages = _oi_messages(_numbered(inputs, OI_INPUT_MESSAGES, problems),
                             "llm.input_messages", problems)
     output = _oi_messages(_numbered(outputs, OI_OUTPUT_MESSAGES, problems),
@@ -209,7 +207,7 @@ def _openinference(attributes: Mapping[str, str]) -> GenAIExchange:
         _oi_tools(_numbered(tools, OI_TOOLS, problems), problems),
         model=attributes.get(OI_MODEL, ""),
         agent_name=attributes.get(GENAI_AGENT_NAME, ""),
-        problems=tuple(problems.kinds), problem_detail=problems.detail)
+        problems=tuple(problems.kinds), problem_details=problems.kinds)
 
 
 def _numbered(grouped: dict[str, Any], prefix: str, problems: _Problems) -> dict[int, Any]:
@@ -362,7 +360,7 @@ def _genai(attributes: Mapping[str, str]) -> GenAIExchange:
         conversation_id=attributes.get(GENAI_CONVERSATION_ID, ""),
         model=attributes.get(GENAI_RESPONSE_MODEL) or attributes.get(GENAI_REQUEST_MODEL, ""),
         response_id=attributes.get(GENAI_RESPONSE_ID, ""),
-        problems=tuple(problems.kinds), problem_detail=problems.detail)
+        problems=tuple(problems.kinds), problem_details=problems.kinds)
 
 
 def _json(text: str, where: str, problems: _Problems) -> Any:

@@ -230,8 +230,8 @@ def _detect(exchange: GenAIExchange, trace_id: str, span_id: str, time_ns: int,
             service: str, resource: Mapping[str, str], request_id: str,
             counts: DetectionCounts) -> list[list[Any]]:
     counts.add(COUNT_LLM_SPANS)
-    for kind in exchange.problems:
-        counts.problem(kind, exchange.problem_detail)
+    for kind, detail in exchange.problem_details.items():
+        counts.problem(kind, detail)
     agent = shown_name(exchange.agent_name or service or resource.get("service.name", ""))
     span = _Span(trace_id, span_id, time_ns, service,
                  storable_request_id(request_id or trace_id), agent, exchange.response_id)

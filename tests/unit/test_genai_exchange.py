@@ -268,7 +268,7 @@ def test_what_cannot_be_read_is_named_and_left_unknown(attrs: dict[str, str], pr
 
     assert exchange is not None
     assert problem in exchange.problems
-    assert exchange.problem_detail  # a line for the log: which key, and why
+    assert exchange.problem_details[problem]  # a line for the log: which key, and why
     assert getattr(exchange, unread) is None
 
 
