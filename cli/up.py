@@ -371,9 +371,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if api_port:
         from ..api.access import serving_refusal
 
-        refusal = serving_refusal(args.api_address, api_token)
-        if refusal:
-            return _refuse(args.command, ServingRefused(refusal))
+        api_refusal = serving_refusal(args.api_address, api_token)
+        if api_refusal:
+            return _refuse(args.command, ServingRefused(api_refusal))
         if api_port in (port, args.broker_port):
             raise CommandError(f"the HTTP API needs a port of its own, not {api_port}: choose "
                                "another with --api-port")
