@@ -105,3 +105,15 @@ def test_the_query_commands_answer_through_the_api_while_up_runs(tmp_path: Path)
             up.process.kill()
             up.process.wait(10)
     assert RunningUp.read(store, require_alive=False) is None  # up removed its record
+
+
+def test_up_refuses_an_api_beyond_loopback_without_the_token(tmp_path: Path) -> None:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("GUARDTRACE_")}
+    environ[env.CLICKHOUSE_URL.name] = f"chdb://{tmp_path / 'store'}"
+    api_port = free_port()
+    result = guardtrace(["up", "--port", str(free_port()), "--api-port", str(api_port),
+                         "--api-address", "0.0.0.0", "--broker-port", str(free_port())],
+                        tmp_path, environ)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "HTTP API" in result.stderr and env.DASHBOARD_TOKEN.name in result.stderr
+    assert not (tmp_path / "store").exists()  # refused before anything started
