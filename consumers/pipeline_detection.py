@@ -95,9 +95,11 @@ PROBLEM_DETECTOR_ERROR: Final = "detector_error"
 
 # Events that say guardtrace already judged the call in the agent's process.
 _REPORTED: Final = frozenset((*names.GUARD_EVENTS, names.EVENT_EVALUATION_RESULT))
-# An evaluation's explanation is the evidence, cut here: readable, and bounded whatever
-# a model wrote.
-_MAX_EXPLANATION = 500
+# An evaluation's explanation is the evidence, cut here, marker included, as the hooks cut
+# theirs: readable, and bounded whatever a model wrote.
+_MAX_EXPLANATION = 512
+# error.type (OpenTelemetry's conventions): an evaluation that could not decide says why.
+_ERROR_TYPE: Final = "error.type"
 _EVENT_ID_NAMESPACE: Final = "pipeline"
 _SCORE_PASS, _SCORE_FAIL = 1.0, 0.0
 _ALLOWED_CACHE_ENTRIES = 64
@@ -158,7 +160,9 @@ def _text(value: Any) -> str:
 
 
 def _bounded(text: str, limit: int = _MAX_EXPLANATION) -> str:
-    return text if len(text) <= limit else text[:limit] + names.TRUNCATION_MARKER
+    if len(text) <= limit:
+        return text
+    return text[:limit - len(names.TRUNCATION_MARKER)] + names.TRUNCATION_MARKER
 
 
 class _Span:
@@ -193,6 +197,18 @@ class _Span:
                             names.ATTR_EVALUATION_SCORE_VALUE:
                                 _SCORE_PASS if passed else _SCORE_FAIL,
                             names.ATTR_EVALUATION_EXPLANATION: _bounded(explanation),
+                            GENAI_RESPONSE_ID: self.response_id or None,
+                        })
+
+    def evaluation_failed(self, evaluation: str, module: str, error: BaseException) -> list[Any]:
+        """The evaluation of a check that could not decide, as the hooks write it: no
+        label or score, ``error.type`` the exception's class (never its message, which may
+        quote the span)."""
+        return self.row(names.EVENT_EVALUATION_RESULT, module, self.agent, "",
+                        f"{evaluation}:error", {
+                            names.ATTR_AGENT: self.agent or None,
+                            names.ATTR_EVALUATION_NAME: evaluation,
+                            _ERROR_TYPE: type(error).__qualname__,
                             GENAI_RESPONSE_ID: self.response_id or None,
                         })
 
@@ -236,14 +252,18 @@ def _detect(exchange: GenAIExchange, trace_id: str, span_id: str, time_ns: int,
     span = _Span(trace_id, span_id, time_ns, service,
                  storable_request_id(request_id or trace_id), agent, exchange.response_id)
     rows: list[list[Any]] = []
-    for check in (_check_tools, _check_replies):
+    for check, evaluation, module in (
+            (_check_tools, names.EVALUATION_PLAN_TOOLS, names.MODULE_PLANNING),
+            (_check_replies, names.EVALUATION_FABRICATION, names.MODULE_REPLIES)):
         try:
             rows += check(exchange, span, counts)
         except GuardInputError as exc:  # a tool definition no reader takes, ...
             counts.problem(PROBLEM_UNEXPECTED_SHAPE, f"{check.__name__}: {exc}")
+            rows.append(span.evaluation_failed(evaluation, module, exc))
         except Exception as exc:  # noqa: BLE001 - a detector bug must not lose the span
             counts.problem(PROBLEM_DETECTOR_ERROR,
                            f"{check.__name__}: {type(exc).__name__}: {exc}")
+            rows.append(span.evaluation_failed(evaluation, module, exc))
     counts.add(COUNT_FINDINGS, sum(row[2] != names.EVENT_EVALUATION_RESULT for row in rows))
     return rows
 

@@ -160,6 +160,15 @@ def test_genai_spans_are_judged_with_their_agent_conversation_and_response() -> 
     assert evaluation["attributes"]["gen_ai.response.id"] == "resp-1"
 
 
+def test_an_explanation_is_cut_as_the_hooks_cut_theirs() -> None:
+    calls = [call(f"call_{n}", f"invented_tool_number_{n}_" + "x" * 80) for n in range(20)]
+    found = rows_of(openinference(ASKED, {"role": "assistant", "content": "",
+                                          "tool_calls": calls}, [SEARCH_TOOL]))
+    explanation = found[-1]["attributes"][names.ATTR_EVALUATION_EXPLANATION]
+    assert len(explanation) == 512 and explanation.endswith(names.TRUNCATION_MARKER)
+    assert len(found) == 21  # one event per invented name, then the evaluation
+
+
 def test_the_agent_label_is_capped_as_the_hooks_cap_it() -> None:
     found = rows_of({**UTIL_SPAN, "gen_ai.agent.name": "a" * 500})
     assert {len(r["agent"]) for r in found} == {121}  # 120 characters and an ellipsis
@@ -241,8 +250,15 @@ def test_a_failing_detector_costs_only_its_own_rows() -> None:
                                   [SEARCH_TOOL]), counts)
 
     assert counts.counts[PROBLEM_DETECTOR_ERROR] == 1
-    assert [r["name"] for r in found] == [names.EVENT_FABRICATION_DETECTED,
+    assert [r["name"] for r in found] == [names.EVENT_EVALUATION_RESULT,
+                                          names.EVENT_FABRICATION_DETECTED,
                                           names.EVENT_EVALUATION_RESULT]
+    # The check that could not decide says so, as the hooks do: error.type, no score.
+    failed = found[0]["attributes"]
+    assert failed[names.ATTR_EVALUATION_NAME] == names.EVALUATION_PLAN_TOOLS
+    assert failed["error.type"] == "RuntimeError"
+    assert names.ATTR_EVALUATION_SCORE_LABEL not in failed
+    assert "detector bug" not in json.dumps(failed)
 
 
 # --- one OTLP request: request ids, spans left alone, the decoder's own rows ------------
