@@ -28,6 +28,12 @@ record therefore yields the same rows: event ids are derived from the trace id, 
 id, event name and finding (in a namespace of their own, ``pipeline-...``, apart from
 the index-based ids of the span's own events), the timestamp is the span's end.
 
+What a call's own span does not record is taken from the same export request, never
+from state: the request id (see :func:`detect_in_spans`), and the tools offered and the
+agent's name, from the nearest ancestor that declares them (an agent's ``invoke_agent``
+span, :func:`~.genai_exchange.read_enclosing_agent`). With no tools recorded anywhere in
+the request, tool calls are not checked (``tools_not_captured``): not guessed.
+
 What is not judged, and why:
 
 * spans of guardtrace's own scope, and spans that carry a guard or evaluation event
@@ -50,7 +56,8 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from ..collectors.errors import GuardInputError
@@ -66,7 +73,9 @@ from ..store.tables import Columns
 from .genai_exchange import (
     GENAI_RESPONSE_ID,
     PROBLEM_UNEXPECTED_SHAPE,
+    EnclosingAgent,
     GenAIExchange,
+    read_enclosing_agent,
     read_exchange,
 )
 
@@ -168,21 +177,21 @@ def _bounded(text: str, limit: int = _MAX_EXPLANATION) -> str:
 class _Span:
     """Where one LLM call's rows go: ids, time, request id, labels."""
 
-    __slots__ = ("agent", "request_id", "response_id", "service", "span_id", "time_ns",
-                 "trace_id")
+    __slots__ = ("agent", "key", "request_id", "response_id", "service", "span_id",
+                 "time_ns", "trace_id")
 
     def __init__(self, trace_id: str, span_id: str, time_ns: int, service: str,
-                 request_id: str, agent: str, response_id: str) -> None:
+                 request_id: str, agent: str, response_id: str, key: str) -> None:
         self.trace_id, self.span_id, self.time_ns = trace_id, span_id, time_ns
         self.service, self.request_id, self.agent = service, request_id, agent
-        self.response_id = response_id
+        self.response_id, self.key = response_id, key
 
     def row(self, event_name: str, module: str, agent: str, tier: str, finding: str,
             attributes: Mapping[str, Any]) -> list[Any]:
         attrs = {names.ATTR_REQUEST_ID: self.request_id, names.ATTR_MODULE: module}
         attrs.update((k, _text(v)) for k, v in attributes.items() if v is not None)
         attrs[names.ATTR_FOUND_IN] = names.FOUND_IN_PIPELINE
-        return [pipeline_event_id(self.trace_id, self.span_id, event_name, finding),
+        return [pipeline_event_id(self.trace_id, self.key, event_name, finding),
                 self.time_ns, event_name, self.trace_id, self.span_id, self.request_id,
                 module, agent, tier, self.service, attrs]
 
@@ -215,7 +224,8 @@ class _Span:
 
 def detection_rows(attributes: Mapping[str, str], *, trace_id: str, span_id: str,
                    time_ns: int, service: str, resource: Mapping[str, str],
-                   request_id: str, counts: DetectionCounts | None = None) -> list[list[Any]]:
+                   request_id: str, counts: DetectionCounts | None = None,
+                   id_key: str | None = None) -> list[list[Any]]:
     """``span_events`` rows for what the detectors find in one LLM call's attributes.
 
     Args:
@@ -229,6 +239,8 @@ def detection_rows(attributes: Mapping[str, str], *, trace_id: str, span_id: str
         request_id: The request the call belongs to ("" : the trace id).
         counts: Where to count what was read and what could not be (a module-wide
             default when None).
+        id_key: What the event ids are derived from in place of ``span_id`` (a log
+            record that names no span: its record id); None: ``span_id``.
 
     Returns:
         Rows in :attr:`Columns.SPAN_EVENTS` order: detections and one evaluation result
@@ -239,18 +251,20 @@ def detection_rows(attributes: Mapping[str, str], *, trace_id: str, span_id: str
     if exchange is None:
         return []
     return _detect(exchange, trace_id, span_id, time_ns, service, resource, request_id,
-                   counts if counts is not None else _DEFAULT_COUNTS)
+                   counts if counts is not None else _DEFAULT_COUNTS,
+                   span_id if id_key is None else id_key)
 
 
 def _detect(exchange: GenAIExchange, trace_id: str, span_id: str, time_ns: int,
             service: str, resource: Mapping[str, str], request_id: str,
-            counts: DetectionCounts) -> list[list[Any]]:
+            counts: DetectionCounts, id_key: str) -> list[list[Any]]:
     counts.add(COUNT_LLM_SPANS)
     for kind, detail in exchange.problem_details.items():
         counts.problem(kind, detail)
     agent = shown_name(exchange.agent_name or service or resource.get("service.name", ""))
     span = _Span(trace_id, span_id, time_ns, service,
-                 storable_request_id(request_id or trace_id), agent, exchange.response_id)
+                 storable_request_id(request_id or trace_id), agent, exchange.response_id,
+                 id_key)
     rows: list[list[Any]] = []
     for check, evaluation, module in (
             (_check_tools, names.EVALUATION_PLAN_TOOLS, names.MODULE_PLANNING),
@@ -293,7 +307,8 @@ def _check_tools(exchange: GenAIExchange, span: _Span,
     if not exchange.tools:
         counts.problem(PROBLEM_TOOLS_NOT_CAPTURED,
                        f"the reply calls {shown_name(calls[0]['function']['name'])!r} but "
-                       f"the span records no tool definitions")
+                       f"neither the call nor a span above it in the same export request "
+                       f"records tool definitions")
         return []
     result = validate_plan(calls, _allowed(exchange.tools), emit=False)
     return [*_hallucination_rows(result, span),
@@ -436,7 +451,9 @@ def detect_in_spans(rows: DecodedRows, counts: DetectionCounts | None = None) ->
     Each LLM span gets the rows of :func:`detection_rows`, and its own row the request id
     they carry when it had none: the span's ``request_id``, else the nearest ancestor's
     in the same request, else that of the first span of its trace in the request that
-    has one, else the trace id.
+    has one, else the trace id. A span that records no tool definitions (or no
+    ``gen_ai.agent.name``) is judged with those of its nearest ancestor in the same
+    request that declares them (an agent's ``invoke_agent`` span).
 
     Args:
         rows: What :func:`~guardtrace.consumers.decode.decode_spans` returned; extended
@@ -448,7 +465,7 @@ def detect_in_spans(rows: DecodedRows, counts: DetectionCounts | None = None) ->
     """
     counts = counts if counts is not None else _DEFAULT_COUNTS
     reported: set[tuple[str, str]] | None = None
-    ids: _RequestIds | None = None
+    tree: _SpanTree | None = None
     found: list[list[Any]] = []
     for span in rows.spans:
         if span[_SPAN["scope_name"]] == names.INSTRUMENTATION_NAME:
@@ -465,39 +482,76 @@ def detect_in_spans(rows: DecodedRows, counts: DetectionCounts | None = None) ->
             continue
         request_id = span[_SPAN["request_id"]]
         if not request_id:
-            ids = ids or _RequestIds(rows.spans)
-            request_id = storable_request_id(ids.of(span) or trace_id)
+            tree = tree or _SpanTree(rows.spans)
+            request_id = storable_request_id(tree.request_id(span) or trace_id)
             span[_SPAN["request_id"]] = request_id  # the request page finds the LLM span
+        if exchange.tools == [] or not exchange.agent_name:
+            tree = tree or _SpanTree(rows.spans)
+            exchange = _with_enclosing_agent(exchange, tree.enclosing_agents(span), counts)
         found += _detect(exchange, trace_id, span_id, span[_SPAN["end_time"]],
                          span[_SPAN["service"]], span[_SPAN["resource_attributes"]],
-                         request_id, counts)
+                         request_id, counts, span_id)
     rows.span_events.extend(found)
     return rows
 
 
-class _RequestIds:
-    """Request ids of the spans of one request, for spans that carry none."""
+def _with_enclosing_agent(exchange: GenAIExchange, above: Iterable[EnclosingAgent],
+                          counts: DetectionCounts) -> GenAIExchange:
+    """``exchange`` with the tools and agent name of the nearest span above that has them."""
+    tools, agent_name = exchange.tools, exchange.agent_name
+    for agent in above:  # nearest first
+        if tools == [] and agent.tools != []:
+            tools = agent.tools
+            for kind, detail in agent.problem_details.items():
+                counts.problem(kind, f"a span above the call: {detail}")
+        if not agent_name and agent.agent_name:
+            agent_name = agent.agent_name
+        if tools != [] and agent_name:
+            break
+    if tools is exchange.tools and agent_name == exchange.agent_name:
+        return exchange
+    return replace(exchange, tools=tools, agent_name=agent_name)
+
+
+class _SpanTree:
+    """The spans of one export request by id, for what an LLM span does not carry itself."""
 
     def __init__(self, spans: Sequence[list[Any]]) -> None:
         self._by_span: dict[tuple[str, str], list[Any]] = {}
         self._first: dict[str, str] = {}
+        self._agents: dict[tuple[str, str], EnclosingAgent | None] = {}
         for span in spans:
             trace_id = span[_SPAN["trace_id"]]
             self._by_span[(trace_id, span[_SPAN["span_id"]])] = span
             if span[_SPAN["request_id"]]:
                 self._first.setdefault(trace_id, span[_SPAN["request_id"]])
 
-    def of(self, span: list[Any]) -> str:
+    def _ancestors(self, span: list[Any]) -> Iterator[list[Any]]:
         trace_id = span[_SPAN["trace_id"]]
         parent = span[_SPAN["parent_span_id"]]
         for _ in range(len(self._by_span)):  # a cycle of parents cannot loop forever
             above = self._by_span.get((trace_id, parent))
             if above is None:
-                break
+                return
+            yield above
+            parent = above[_SPAN["parent_span_id"]]
+
+    def request_id(self, span: list[Any]) -> str:
+        """The nearest ancestor's request id, else the trace's first, else ""."""
+        for above in self._ancestors(span):
             if above[_SPAN["request_id"]]:
                 return str(above[_SPAN["request_id"]])
-            parent = above[_SPAN["parent_span_id"]]
-        return self._first.get(trace_id, "")
+        return self._first.get(span[_SPAN["trace_id"]], "")
+
+    def enclosing_agents(self, span: list[Any]) -> Iterator[EnclosingAgent]:
+        """What the spans above ``span`` declare for the calls below them, nearest first."""
+        for above in self._ancestors(span):
+            key = (above[_SPAN["trace_id"]], above[_SPAN["span_id"]])
+            if key not in self._agents:  # an agent span above many calls is read once
+                self._agents[key] = read_enclosing_agent(above[_SPAN["attributes"]])
+            agent = self._agents[key]
+            if agent is not None:
+                yield agent
 
 
 class PipelineDetection:

@@ -21,7 +21,12 @@ from guardtrace.collectors.replies.fabrication_detector import default_detector
 from guardtrace.collectors.testing import capture
 from guardtrace.consumers import pipeline_detection
 from guardtrace.consumers.decode import PoisonRecord, decode_spans
-from guardtrace.consumers.genai_exchange import PROBLEM_BAD_JSON
+from guardtrace.consumers.genai_exchange import (
+    PROBLEM_BAD_JSON,
+    PROBLEM_MISSING_INDEX,
+    EnclosingAgent,
+    read_enclosing_agent,
+)
 from guardtrace.consumers.otlp_values import event_id
 from guardtrace.consumers.pipeline_detection import (
     COUNT_FINDINGS,
@@ -328,6 +333,133 @@ def test_spans_a_hook_reported_and_guardtraces_own_are_left_alone() -> None:
     assert rows.span_events == decode_spans(raw).span_events
     assert [row[12] for row in rows.spans] == [""] * 4
     assert counts == {COUNT_REPORTED_IN_AGENT: 2}
+
+
+# --- tools and agent name from the span above the call ------------------------------------
+
+def agent_span_attributes(name: str, tools: list[dict[str, Any]]) -> dict[str, str]:
+    """An agent's invoke_agent span (GenAI conventions): its name and the tools it offers."""
+    return {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
+            "gen_ai.tool.definitions": json.dumps(
+                [{"type": "function", **tool["function"]} for tool in tools])}
+
+
+def detected(build: Any, counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    rows = PipelineDetection(decode_spans, counts if counts is not None else {})(
+        request_bytes(build))
+    return [dict(zip(Columns.SPAN_EVENTS, row, strict=True)) for row in rows.span_events]
+
+
+def test_a_call_with_no_tools_of_its_own_is_checked_against_the_nearest_agent_span() -> None:
+    # openai-v2 records no tool definitions: the agent span above the call lists them. An
+    # outer agent offering book_hotel is farther away than the one that does not.
+    hotel = {"type": "function", "function": {"name": "book_hotel", "parameters": {}}}
+
+    def build(provider: TracerProvider) -> None:
+        app = provider.get_tracer("app")
+        with (app.start_as_current_span("outer", attributes=agent_span_attributes(
+                  "concierge", [hotel])),
+              app.start_as_current_span("invoke_agent travel-bot", attributes=(
+                  agent_span_attributes("travel-bot", [SEARCH_TOOL, BOOK_TOOL]))),
+              app.start_as_current_span("step"),
+              provider.get_tracer("opentelemetry.util.genai.handler").start_as_current_span(
+                  "chat gpt-4.1", attributes=V2_SPAN)):
+            pass
+
+    counts: dict[str, int] = {}
+    found = detected(build, counts)
+
+    hallucination = next(r for r in found if r["name"] == names.EVENT_HALLUCINATION_DETECTED)
+    assert hallucination["agent"] == "book_hotel"
+    assert hallucination["attributes"][names.ATTR_ALLOWED_AGENT_COUNT] == "2"
+    # The agent's name labels the call's other rows, as gen_ai.agent.name on it would.
+    assert {r["agent"] for r in found if r["name"] != names.EVENT_HALLUCINATION_DETECTED} \
+        == {"travel-bot"}
+    assert PROBLEM_TOOLS_NOT_CAPTURED not in counts
+
+
+def test_a_calls_own_tools_and_agent_name_win_over_the_span_above() -> None:
+    def build(provider: TracerProvider) -> None:
+        with (provider.get_tracer("app").start_as_current_span(
+                "invoke_agent", attributes=agent_span_attributes(
+                    "outer-bot", [SEARCH_TOOL, {"type": "function",
+                                                "function": {"name": "book_hotel"}}])),
+              provider.get_tracer("genai").start_as_current_span(
+                  "chat", attributes={**V2_SPAN, "gen_ai.agent.name": "inner-bot",
+                                      "gen_ai.tool.definitions": json.dumps(
+                                          [{"type": "function", "name": "search_flights"}])})):
+            pass
+
+    found = detected(build)
+    assert [r["agent"] for r in found if r["name"] == names.EVENT_HALLUCINATION_DETECTED] \
+        == ["book_hotel"]
+    assert "inner-bot" in {r["agent"] for r in found}
+
+
+def test_an_agent_name_alone_comes_from_above_and_the_calls_tools_stay() -> None:
+    def build(provider: TracerProvider) -> None:
+        with (provider.get_tracer("app").start_as_current_span(
+                "invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent",
+                                            "gen_ai.agent.name": "travel-bot"}),
+              provider.get_tracer("openinference.instrumentation.openai")
+                  .start_as_current_span("ChatCompletion", attributes=INVENTED)):
+            pass
+
+    found = detected(build)
+    assert [(r["name"], r["agent"]) for r in found] == [
+        (names.EVENT_HALLUCINATION_DETECTED, "search_flight"),
+        (names.EVENT_EVALUATION_RESULT, "travel-bot")]
+
+
+def test_with_no_tools_anywhere_in_the_request_calls_are_not_checked() -> None:
+    def build(provider: TracerProvider) -> None:
+        with (provider.get_tracer("app").start_as_current_span(
+                "POST /trips", attributes={"request_id": "trip-1"}),
+              provider.get_tracer("genai").start_as_current_span("chat", attributes=V2_SPAN)):
+            pass
+
+    counts: dict[str, int] = {}
+    found = detected(build, counts)
+    assert counts[PROBLEM_TOOLS_NOT_CAPTURED] == 1
+    assert names.EVENT_HALLUCINATION_DETECTED not in {r["name"] for r in found}
+    # The reply is still judged for fabrication (every call counts as run).
+    assert {r["attributes"].get(names.ATTR_EVALUATION_NAME) for r in found} == {
+        names.EVALUATION_FABRICATION}
+
+
+def test_unreadable_tools_above_are_counted_and_not_used() -> None:
+    def build(provider: TracerProvider) -> None:
+        with (provider.get_tracer("app").start_as_current_span(
+                "invoke_agent", attributes={"gen_ai.tool.definitions": "[{"}),
+              provider.get_tracer("genai").start_as_current_span("chat", attributes=V2_SPAN)):
+            pass
+
+    counts: dict[str, int] = {}
+    found = detected(build, counts)
+    assert counts[PROBLEM_BAD_JSON] == 1 and PROBLEM_TOOLS_NOT_CAPTURED not in counts
+    assert names.EVENT_HALLUCINATION_DETECTED not in {r["name"] for r in found}
+
+
+@pytest.mark.parametrize(("attributes", "expected"), [
+    ({"gen_ai.operation.name": "invoke_agent"}, None),
+    ({"http.route": "/trips"}, None),
+    ({"gen_ai.agent.name": "bot"}, EnclosingAgent([], "bot")),
+    ({"llm.tools.0.tool.json_schema": json.dumps(SEARCH_TOOL),
+      "llm.tools.1.tool.json_schema": json.dumps(BOOK_TOOL)},
+     EnclosingAgent([SEARCH_TOOL, BOOK_TOOL])),
+    ({"gen_ai.tool.definitions": '{"name": "search"}'}, "unexpected_shape"),
+    ({"llm.tools.0.tool.json_schema": "{", "gen_ai.agent.name": "bot"}, PROBLEM_BAD_JSON),
+    ({"llm.tools.0.tool.json_schema": "{}", "llm.tools.2.tool.json_schema": "{}"},
+     PROBLEM_MISSING_INDEX),
+])
+def test_what_a_span_above_declares_is_read_in_either_convention(
+        attributes: dict[str, str], expected: EnclosingAgent | str | None) -> None:
+    agent = read_enclosing_agent(attributes)
+    if isinstance(expected, str):
+        assert agent is not None and agent.tools is None
+        assert list(agent.problem_details) == [expected]
+    else:
+        assert agent == expected
 
 
 def test_detection_never_turns_a_record_into_poison_and_keeps_the_decoders_poison() -> None:
