@@ -10,8 +10,10 @@ attribute or body that is a map or an array becomes JSON text.
 
 GenAI log events (``gen_ai.client.inference.operation.details``) carry the messages of
 one LLM call. Once decoded, each is handed as a :class:`GenAILogEvent` to
-:func:`detect_in_genai_log_events`, the one place where pipeline detection will look at
-them.
+:func:`detect_in_genai_log_events`, which judges it as pipeline detection judges an LLM
+span (:func:`~.pipeline_detection.detection_rows`) and adds what it finds to the same
+rows, as ``span_events`` of the call's span: written in the same batch, replayed with it,
+with the same ids on a replay.
 """
 
 from __future__ import annotations
@@ -29,12 +31,15 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from ..schemas import names
 from ..store.rows import DecodedRows
 from .otlp_values import PoisonRecord, any_value_text, attributes_map
+from .pipeline_detection import PROBLEM_DETECTOR_ERROR, DetectionCounts, detection_rows
 
 __all__ = ["GenAILogEvent", "decode_logs", "detect_in_genai_log_events"]
 
 # DateTime64(9) holds nanoseconds in an Int64 (times end at 2262-04-11). ClickHouse would
 # refuse a later time, and the consumer would retry the batch forever: poison instead.
 _MAX_TIME_NS = 2**63 - 1
+# Where detection counts when the caller gives no counts (a consumer gives its stats).
+_DEFAULT_COUNTS = DetectionCounts()
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class GenAILogEvent:
         event_name: The event's name (``gen_ai.client.inference.operation.details``).
         attributes: The record's attributes as stored (maps and arrays as JSON text).
         body: The record's body as stored.
+        resource: The resource's attributes as stored.
     """
 
     record_id: str
@@ -62,17 +68,48 @@ class GenAILogEvent:
     event_name: str
     attributes: Mapping[str, str]
     body: str
+    resource: Mapping[str, str]
 
 
-def detect_in_genai_log_events(events: list[GenAILogEvent], rows: DecodedRows) -> None:
-    """Where pipeline detection meets the GenAI log events of one message.
+def detect_in_genai_log_events(events: list[GenAILogEvent], rows: DecodedRows,
+                               counts: DetectionCounts | None = None) -> None:
+    """Judge the GenAI log events of one message; add what is found to ``rows.span_events``.
 
     Called once per message, after its ``log_records`` rows are built, with the GenAI log
-    events among them (possibly none). Detection will run its detectors on each event's
-    ``attributes`` and add the guard events it finds to ``rows``, so they are written in
-    the same batch and replayed with it. Until it is wired in, nothing is added.
+    events among them (possibly none). Each event is judged on its own attributes, as the
+    call's span would be: rows on the event's trace and span, at the event's time, under
+    its ``request_id`` attribute, else its trace id, else its record id. Never raises: a
+    detector that fails on an event is counted (``detector_error``) and the message's
+    rows are kept.
+
+    An event and its span can both carry the same call (openai-v2 with
+    ``span_and_event`` content capture), and neither record says whether the other does:
+    skipping one of them would need the other first, which is state across topics. So
+    both are judged, and a finding gets the id the span's would
+    (:func:`~.pipeline_detection.pipeline_event_id` of trace id, span id, event and
+    finding): the rollup counts distinct ids (``uniqMerge``) and the request reads keep
+    one row per id, so the call's finding counts once. The two rows stay two in
+    ``span_events`` (the event's time is not the span's end); an event with no span id
+    gets ids of its own, from its record id.
+
+    Args:
+        events: The message's GenAI log events.
+        rows: The message's rows; detection rows are appended to ``span_events``.
+        counts: Where to count what was read and what could not be (a module-wide
+            default when None).
     """
-    return None
+    counts = counts if counts is not None else _DEFAULT_COUNTS
+    for event in events:
+        with_span = bool(event.trace_id and event.span_id)
+        try:
+            rows.span_events.extend(detection_rows(
+                event.attributes, trace_id=event.trace_id, span_id=event.span_id,
+                time_ns=event.timestamp_ns, service=event.service, resource=event.resource,
+                request_id=event.request_id or event.trace_id or event.record_id,
+                counts=counts, id_key=None if with_span else f"log-{event.record_id}"))
+        except Exception as exc:  # noqa: BLE001 - the log record is kept whatever happens
+            counts.problem(PROBLEM_DETECTOR_ERROR,
+                           f"GenAI log event: {type(exc).__name__}: {exc}")
 
 
 def _record_id(index: int, resource: Mapping[str, str], scope_name: str,
@@ -88,8 +125,17 @@ def _record_id(index: int, resource: Mapping[str, str], scope_name: str,
     return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
 
 
-def decode_logs(raw: bytes) -> DecodedRows:
-    """Rows for ``log_records`` from one ExportLogsServiceRequest.
+def decode_logs(raw: bytes, counts: DetectionCounts | None = None, *,
+                detect: bool = True) -> DecodedRows:
+    """Rows for ``log_records`` from one ExportLogsServiceRequest, and what the detectors
+    find in its GenAI log events (:func:`detect_in_genai_log_events`).
+
+    Args:
+        raw: The message's bytes.
+        counts: Where pipeline detection counts (the consumer's
+            ``stats.pipeline_detection``; a module-wide default when None).
+        detect: Judge the GenAI log events (False: ``GUARDTRACE_PIPELINE_DETECTION=off``,
+            the records are stored and nothing more).
 
     Raises:
         PoisonRecord: the message is empty, not an OTLP logs request, holds no log
@@ -143,10 +189,12 @@ def decode_logs(raw: bytes) -> DecodedRows:
                     genai_events.append(GenAILogEvent(
                         record_id=record_id, trace_id=trace_id, span_id=span_id,
                         request_id=request_id, timestamp_ns=timestamp, service=service,
-                        event_name=event_name, attributes=attrs, body=body))
+                        event_name=event_name, attributes=attrs, body=body,
+                        resource=resource))
     if not rows.log_records:
         raise PoisonRecord("OTLP logs request with no log records")
-    detect_in_genai_log_events(genai_events, rows)
+    if detect:
+        detect_in_genai_log_events(genai_events, rows, counts)
     return rows
 
 

@@ -26,6 +26,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from guardtrace.consumers import log_decode
 from guardtrace.consumers.decode import PoisonRecord, decode_logs, decode_spans
 from guardtrace.consumers.log_decode import GenAILogEvent
+from guardtrace.consumers.pipeline_detection import (
+    COUNT_LLM_SPANS,
+    PROBLEM_DETECTOR_ERROR,
+    DetectionCounts,
+    detection_rows,
+)
 from guardtrace.schemas import names
 from guardtrace.store.tables import Columns
 
@@ -143,7 +149,7 @@ def test_genai_events_reach_the_detection_seam_with_ids_and_attributes(
         genai_event: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[list[GenAILogEvent]] = []
     monkeypatch.setattr(log_decode, "detect_in_genai_log_events",
-                        lambda events, rows: seen.append(list(events)))
+                        lambda events, rows, counts: seen.append(list(events)))
     rows = decode_logs(genai_event["raw"])
     ((event,),) = seen
     (row,) = rows.log_records
@@ -151,11 +157,113 @@ def test_genai_events_reach_the_detection_seam_with_ids_and_attributes(
     assert (event.trace_id, event.span_id, event.request_id) == (
         genai_event["trace_id"], genai_event["span_id"], "req-7")
     assert json.loads(event.attributes["gen_ai.input.messages"]) == MESSAGES
+    assert event.resource["service.name"] == SERVICE
 
     # Other log records are stored, and not handed to detection.
     seen.clear()
     decode_logs(_raw(_emitted(lambda logger, _: logger.emit(LogRecord(body="plain")))))
     assert seen == [[]]
+
+
+# --- pipeline detection on GenAI log events ------------------------------------------------
+
+CLAIM = "I've booked AF123 for you and sent the confirmation."
+# As openai-v2 emits the event with event_only capture: structured messages, no tools.
+CLAIMED_CALL = {
+    "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1",
+    "gen_ai.response.id": "chatcmpl-7",
+    "gen_ai.input.messages": [
+        {"role": "user", "parts": [{"type": "text", "content": "Book AF123 to Paris"}]}],
+    "gen_ai.output.messages": [
+        {"role": "assistant", "finish_reason": "stop",
+         "parts": [{"type": "text", "content": CLAIM}]}],
+}
+
+
+def _claims(attributes: dict[str, Any], *, in_span: bool = True) -> bytes:
+    """A message with one GenAI event carrying ``attributes`` (in an LLM span, or not)."""
+    def emit(logger: Any, tracer: Any) -> None:
+        def record() -> LogRecord:  # takes the span context current when it is made
+            return LogRecord(event_name=names.EVENT_GENAI_OPERATION_DETAILS,
+                             attributes=attributes)
+
+        if in_span:
+            with tracer.start_as_current_span("chat gpt-4.1"):
+                logger.emit(record())
+        else:
+            logger.emit(record())
+            logger.emit(record())
+
+    return _raw(_emitted(emit))
+
+
+def _events(rows: Any) -> list[dict[str, Any]]:
+    return [dict(zip(Columns.SPAN_EVENTS, row, strict=True)) for row in rows.span_events]
+
+
+def test_a_genai_event_is_judged_as_its_span_would_be() -> None:
+    counts = DetectionCounts()
+    raw = _claims({**CLAIMED_CALL, names.ATTR_REQUEST_ID: "trip-9"})
+    rows = decode_logs(raw, counts)
+    (record,) = [dict(zip(Columns.LOG_RECORDS, row, strict=True)) for row in rows.log_records]
+    found = _events(rows)
+
+    assert record["trace_id"] and record["span_id"]
+    assert [(e["name"], e["tier"]) for e in found] == [
+        (names.EVENT_FABRICATION_DETECTED, names.TIER_ACTION),
+        (names.EVENT_EVALUATION_RESULT, "")]
+    for event in found:
+        assert (event["trace_id"], event["span_id"]) == (record["trace_id"],
+                                                         record["span_id"])
+        assert event["request_id"] == event["attributes"][names.ATTR_REQUEST_ID] == "trip-9"
+        assert event["timestamp"] == record["timestamp"]
+        assert (event["service"], event["agent"]) == (SERVICE, SERVICE)
+        assert event["attributes"][names.ATTR_FOUND_IN] == names.FOUND_IN_PIPELINE
+    assert counts.counts[COUNT_LLM_SPANS] == 1
+    # The ids the same call gets when judged on its span (content on both: counted once).
+    on_span = detection_rows(record["attributes"], trace_id=record["trace_id"],
+                             span_id=record["span_id"], time_ns=1, service=SERVICE,
+                             resource={}, request_id="trip-9")
+    assert [e["event_id"] for e in found] == [row[0] for row in on_span]
+    # A replay gives the same rows.
+    assert decode_logs(raw, DetectionCounts()).span_events == rows.span_events
+
+
+def test_an_event_without_a_request_id_is_filed_under_its_trace_id() -> None:
+    rows = decode_logs(_claims(CLAIMED_CALL), DetectionCounts())
+    trace_id = rows.log_records[0][Columns.LOG_RECORDS.index("trace_id")]
+    assert {e["request_id"] for e in _events(rows)} == {trace_id}
+
+
+def test_events_naming_no_span_get_ids_of_their_own_from_the_record() -> None:
+    rows = decode_logs(_claims(CLAIMED_CALL, in_span=False), DetectionCounts())
+    record_ids = [row[0] for row in rows.log_records]
+    found = _events(rows)
+    claims = [e for e in found if e["name"] == names.EVENT_FABRICATION_DETECTED]
+    # Two identical records: two findings, each under its record's id.
+    assert sorted(e["request_id"] for e in claims) == sorted(record_ids)
+    assert len({e["event_id"] for e in found}) == len(found) == 4
+    assert {(e["trace_id"], e["span_id"]) for e in found} == {("", "")}
+
+
+def test_with_detection_off_the_records_are_stored_and_nothing_is_judged() -> None:
+    counts = DetectionCounts()
+    raw = _claims(CLAIMED_CALL)
+    rows = decode_logs(raw, counts, detect=False)
+    assert rows.span_events == [] and counts.counts == {}
+    assert rows.log_records == decode_logs(raw, DetectionCounts()).log_records
+
+
+def test_a_failing_detector_is_counted_and_the_records_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("detector bug")
+
+    monkeypatch.setattr(log_decode, "detection_rows", explode)
+    counts = DetectionCounts()
+    rows = decode_logs(_claims(CLAIMED_CALL), counts)
+    assert len(rows.log_records) == 1 and rows.span_events == []
+    assert counts.counts == {PROBLEM_DETECTOR_ERROR: 1}
 
 
 def _request_with_no_records() -> bytes:
