@@ -4,6 +4,15 @@ A request page first reads the request-id lookup ``requests`` (time range, trace
 then only that request's rows: ``span_events`` and ``payloads`` are ordered by request
 id and ``spans`` by trace id, so each read is a primary-key range.
 
+A request also owns what was stored under one of its trace ids in place of a request id.
+Pipeline detection (consumers/pipeline_detection.py) files a finding under the LLM
+span's trace id when the span with the request id is not in the same Kafka message
+(exported later, by another process, or after a batch boundary); the consumer keeps no
+state to fix that up later, so the readers join them: the lookup row merges the rows of
+those trace ids, and the events are read under the request id and under each trace id
+(rows whose request id is their own trace id, so another request sharing a trace lends
+nothing), one row per event id.
+
 A payload's chunks are reassembled and the body checked against the size and sha256
 the agent recorded before it split the body (:class:`PayloadIntegrity`): a payload with
 chunks missing, or whose chunks do not add up to what was sent, is returned with that
@@ -44,14 +53,19 @@ OUTCOMES: dict[str, tuple[str, ...]] = {
                  names.EVENT_VERIFICATION_NUDGED),
 }
 
-# The lookup row of one request: its partial rows (one per source and insert) merged.
+# The lookup row of one request: its partial rows (one per source and insert) merged,
+# with those of its traces' rows stored under their own trace id (see the docstring).
 _FIND_REQUEST = """
-    SELECT request_id, min(first_seen), max(last_seen), groupUniqArrayArray(trace_ids),
-           groupUniqArrayArray(event_names), groupUniqArrayArray(modules),
-           groupUniqArrayArray(agents), groupUniqArrayArray(payload_kinds)
+    SELECT {{request_id:String}}, min(first_seen), max(last_seen),
+           groupUniqArrayArray(trace_ids), groupUniqArrayArray(event_names),
+           groupUniqArrayArray(modules), groupUniqArrayArray(agents),
+           groupUniqArrayArray(payload_kinds)
     FROM {requests}
     WHERE request_id = {{request_id:String}}
-    GROUP BY request_id"""
+       OR (request_id IN (SELECT arrayJoin(trace_ids) FROM {requests}
+                          WHERE request_id = {{request_id:String}})
+           AND has(trace_ids, request_id))
+    HAVING countIf(request_id = {{request_id:String}}) > 0"""
 
 # Point reads on the primary key. Duplicates from a replayed batch are dropped with
 # LIMIT 1 BY the row identity (replayed rows are identical) rather than FINAL, and
@@ -64,11 +78,16 @@ _TRACE_SPANS = """
     WHERE trace_id IN {{trace_ids:Array(String)}}
     ORDER BY start_time, span_id
     LIMIT 1 BY trace_id, span_id"""
+# The request's events and those stored under one of its trace ids: one range of the
+# primary key each. One row per event id: a replay's copy, and the same finding stored
+# twice (a GenAI call judged on its span and on its log event, under the request id and
+# under the trace id), count once.
 _TRACE_EVENTS = """
     SELECT event_id, timestamp, name, trace_id, span_id, module, agent, tier, service,
            attributes
     FROM {span_events}
-    WHERE request_id = {{request_id:String}}
+    WHERE request_id IN {{request_ids:Array(String)}}
+      AND (request_id = {{request_id:String}} OR request_id = trace_id)
     ORDER BY timestamp, event_id
     LIMIT 1 BY event_id"""
 _PAYLOAD_CHUNKS = """
@@ -266,8 +285,13 @@ def _summary(row: Sequence[Any]) -> RequestSummary:
 
 
 def request_trace(client: Any, database: str, request: RequestSummary) -> Trace:
-    """The spans of the request's traces and the request's span events, in time order."""
-    params = {"request_id": request.request_id, "trace_ids": list(request.trace_ids)}
+    """The spans of the request's traces and the request's span events, in time order.
+
+    The events include those stored under one of the request's trace ids in place of a
+    request id (see the module's docstring), each event id once.
+    """
+    params = {"request_id": request.request_id, "trace_ids": list(request.trace_ids),
+              "request_ids": [request.request_id, *request.trace_ids]}
     span_rows = (rows(client, sql(_TRACE_SPANS, database), params)
                  if request.trace_ids else [])
     event_rows = rows(client, sql(_TRACE_EVENTS, database), params)
