@@ -14,16 +14,17 @@ application span above the LLM call (OpenInference case), or the ``request_id``
 baggage entry copied onto every span and log record by a processor (GenAI cases). A
 scheduled job's call, outside any request, is found under its trace id.
 
-Four agents: OpenInference (content on the span), the same with each span exported on
-its own, openai-v2 with content on the span only, and openai-v2 with content in the log
-event only. What is known not to work yet is marked ``xfail(strict=True)`` with the
-reason, so the day it works the marker has to go: openai-v2 records no tool definitions
-(they are on the agent span above the call, which detection does not read), GenAI log
-events are stored but not judged, and a request id on an application span that reaches
-Kafka after the LLM span is not the finding's. The
-unit-level tests at the end put the same telemetry through the consumer's decoding and
-reader without the broker, so a failure there points at the reader or the detector.
-Shapes of each package's telemetry: :mod:`tests.support.genai_shapes`.
+Five agents: OpenInference (content on the span), the same with each span exported on
+its own (the request id's span reaches Kafka after the LLM span: the finding is filed
+under the trace id and the request's reads join it), openai-v2 with content on the span
+only, in the log event only, and in both (judged twice, counted once). openai-v2 records
+no tool definitions: on spans, the agent span above the call lends its own. What is known
+not to work is marked ``xfail(strict=True)`` with the reason, so the day it works the
+marker has to go: a log event has no agent span beside it, so with content in the event
+only an invented tool is not told from an offered one. The unit-level tests at the end
+put the same telemetry through the consumer's decoding and reader without the broker, so
+a failure there points at the reader or the detector. Shapes of each package's
+telemetry: :mod:`tests.support.genai_shapes`.
 """
 
 from __future__ import annotations
@@ -178,6 +179,9 @@ CASES: dict[str, Run] = {
     # Content on the span only, and in the log event only: each path on its own.
     "genai-span": _genai_run("span_only"),
     "genai-event": _genai_run("event_only"),
+    # Both: the same call judged twice (on the span, with the agent span's tools, and on
+    # the log event, without), and counted once.
+    "genai-both": _genai_run("span_and_event"),
     # As "openinference", each span exported as soon as it ends (SimpleSpanProcessor, or
     # a batch boundary in a long request): the LLM span reaches Kafka in a message before
     # the one holding the application span and its request id.
@@ -235,11 +239,19 @@ def sent(request: pytest.FixtureRequest, delivered: dict[str, Sent]) -> Sent:
     return delivered[request.param]
 
 
+# A request's events as stored: under its request id, or (pipeline detection's finding on
+# an LLM span whose request id reached Kafka in a later message) under a trace id of the
+# request, which the request reads join (store/request_queries.py).
+_REQUEST_EVENTS = (
+    "FROM {db}.span_events FINAL WHERE (request_id = {r:String} OR (request_id = trace_id "
+    "AND trace_id IN (SELECT trace_id FROM {db}.spans FINAL WHERE request_id = {r:String})))")
+
+
 def _guard_events(sent: Sent, request_id: str) -> list[dict[str, Any]]:
+    """The request's guard events as stored, one per event id (see genai-both)."""
     rows = sent.pipeline.rows(
-        "SELECT name, trace_id, span_id, module, agent, tier, attributes "
-        "FROM {db}.span_events FINAL WHERE request_id = {r:String} "
-        "AND name IN {n:Array(String)} ORDER BY timestamp",
+        "SELECT name, trace_id, span_id, module, agent, tier, attributes " + _REQUEST_EVENTS
+        + " AND name IN {n:Array(String)} ORDER BY timestamp LIMIT 1 BY event_id",
         r=request_id, n=list(names.GUARD_EVENTS))
     keys = ("name", "trace_id", "span_id", "module", "agent", "tier", "attributes")
     return [dict(zip(keys, row, strict=True)) for row in rows]
@@ -269,34 +281,19 @@ FINDINGS = {
     "invented": (names.EVENT_HALLUCINATION_DETECTED, names.EVALUATION_PLAN_TOOLS),
     "claimed": (names.EVENT_FABRICATION_DETECTED, names.EVALUATION_FABRICATION),
 }
-# openai-v2 records no tool definitions on its spans or log events; the agent span above
-# the call has them (gen_ai.tool.definitions), which pipeline detection does not read.
-TOOLS_ONLY_ON_THE_AGENT_SPAN = pytest.mark.xfail(
-    strict=True, reason="openai-v2 records no gen_ai.tool.definitions on the LLM span or "
-    "log event, and pipeline detection does not take them from the invoke_agent span above")
-
-
-# The consumer stores GenAI log events but does not judge them yet (the detection seam in
-# consumers/log_decode.py adds nothing): content captured as events only is not judged.
-LOG_EVENTS_NOT_JUDGED = pytest.mark.xfail(
-    strict=True, reason="pipeline detection does not run on GenAI log events yet")
-
-
-# Detection takes a span's request id from the spans of the same Kafka message; an
-# application span that arrives in a later message is not seen, so the finding is stored
-# under the trace id, and the request's page (events read by request id) does not show it.
-REQUEST_ID_IN_A_LATER_MESSAGE = pytest.mark.xfail(
-    strict=True, reason="the request id is on an application span exported in a later "
-    "message than the LLM span; the finding is stored under the trace id")
+# openai-v2 records no tool definitions on its spans or log events. On the spans topic
+# the agent span above the call (gen_ai.tool.definitions) is in the same export request
+# and lends its tools; a log event arrives on a topic of its own with nothing above it,
+# and the consumer keeps no state to join it with the agent span: with event_only
+# capture, whether a call's tool was offered is not known, and is not guessed.
+TOOLS_NOT_ON_THE_LOG_EVENT = pytest.mark.xfail(
+    strict=True, reason="openai-v2 records no gen_ai.tool.definitions on the log event, "
+    "and the invoke_agent span that has them is on the spans topic")
 
 
 def _mark_known_gaps(request: pytest.FixtureRequest, sent: Sent, finding: str) -> None:
-    if sent.case in SPLIT_CASES and finding != "unlabelled":
-        request.applymarker(REQUEST_ID_IN_A_LATER_MESSAGE)
-    elif sent.case == "genai-event":
-        request.applymarker(LOG_EVENTS_NOT_JUDGED)
-    elif finding == "invented" and sent.case.startswith("genai"):
-        request.applymarker(TOOLS_ONLY_ON_THE_AGENT_SPAN)
+    if sent.case == "genai-event" and finding == "invented":
+        request.applymarker(TOOLS_NOT_ON_THE_LOG_EVENT)
 
 
 @pytest.fixture(params=list(FINDINGS))
@@ -313,7 +310,10 @@ def test_the_finding_is_a_guard_event_found_in_the_pipeline_on_the_llm_span(
     assert [event["name"] for event in events] == [expected]
     event = events[0]
     assert event["attributes"][names.ATTR_FOUND_IN] == names.FOUND_IN_PIPELINE
-    assert event["attributes"][names.ATTR_REQUEST_ID] == request_id
+    # With the request id in a later message, the consumer (no state) files the finding
+    # under the trace id; the request's reads find it there (the tests below).
+    assert event["attributes"][names.ATTR_REQUEST_ID] == (
+        event["trace_id"] if sent.case in SPLIT_CASES else request_id)
     assert (event["trace_id"], event["span_id"]) == _llm_span(sent, request_id)
     if expected == names.EVENT_HALLUCINATION_DETECTED:
         assert event["agent"] == INVENTED_TOOL
@@ -326,12 +326,36 @@ def test_the_finding_is_also_a_failed_genai_evaluation(
         sent: Sent, finding: tuple[str, str, str]) -> None:
     request_id, _, evaluation = finding
     labels = sent.pipeline.rows(
-        "SELECT attributes[{e:String}], attributes[{l:String}] FROM {db}.span_events FINAL "
-        "WHERE request_id = {r:String} AND name = {n:String}",
+        "SELECT attributes[{e:String}], attributes[{l:String}] " + _REQUEST_EVENTS
+        + " AND name = {n:String}",
         e=names.ATTR_EVALUATION_NAME, l=names.ATTR_EVALUATION_SCORE_LABEL, r=request_id,
         n=names.EVENT_EVALUATION_RESULT)
     assert (evaluation, names.EVALUATION_FAIL) in labels
     assert (evaluation, names.EVALUATION_PASS) not in labels
+
+
+def test_a_call_on_its_span_and_its_log_event_is_one_finding(
+        delivered: dict[str, Sent]) -> None:
+    sent = delivered["genai-both"]
+    stored = sent.pipeline.rows(
+        "SELECT event_id, timestamp " + _REQUEST_EVENTS + " AND name = {n:String}",
+        r=sent.claimed, n=names.EVENT_FABRICATION_DETECTED)
+    # Judged on the span and on the log event: two rows (at the span's end and at the
+    # event's time), one event id.
+    assert len(stored) == 2 and len({event_id for event_id, _ in stored}) == 1
+    client, database = sent.pipeline.client, sent.pipeline.database
+    trace = request_queries.request_trace(
+        client, database, request_queries.require_request(client, database, sent.claimed))
+    assert [e.name for e in trace.events if e.name in names.GUARD_EVENTS] == [
+        names.EVENT_FABRICATION_DETECTED]
+    # The rollup counts event ids: every finding of every agent here once.
+    distinct, rows = sent.pipeline.rows(
+        "SELECT uniqExact(event_id), count() FROM {db}.span_events FINAL "
+        "WHERE name = {n:String}", n=names.EVENT_FABRICATION_DETECTED)[0]
+    rollup = sent.pipeline.scalar(
+        "SELECT uniqMerge(events) FROM {db}.event_rollup_1m WHERE name = {n:String}",
+        n=names.EVENT_FABRICATION_DETECTED)
+    assert rollup == distinct < rows
 
 
 def test_a_reply_using_an_offered_tool_is_not_flagged(sent: Sent) -> None:
@@ -528,7 +552,6 @@ def test_detection_on_genai_spans_finds_the_claim(recorded: dict[str, Recorded])
         names.EVENT_FABRICATION_DETECTED]
 
 
-@TOOLS_ONLY_ON_THE_AGENT_SPAN
 def test_detection_on_genai_spans_finds_the_invented_tool(
         recorded: dict[str, Recorded]) -> None:
     # The offered tools are on the invoke_agent span, the call on its child chat span.
@@ -545,7 +568,6 @@ def _all_span_attributes(record: Recorded) -> list[dict[str, str]]:
             for scope in resource.scope_spans for span in scope.spans]
 
 
-@LOG_EVENTS_NOT_JUDGED
 def test_detection_on_genai_log_events_finds_the_claim(recorded: dict[str, Recorded]) -> None:
     rows = decode_logs(recorded["genai-event"].logs_request)
     found = [dict(zip(Columns.SPAN_EVENTS, row, strict=True)) for row in rows.span_events]
