@@ -333,7 +333,7 @@ def _message(item: Any, role: str, notes: _Notes) -> list[Message]:
             _part(part, texts, calls, results, notes)
     elif content is not None:
         texts.append(_content_text(content, notes))
-    for call in item.get("tool_calls") or ():
+    for call in _list(item.get("tool_calls")):
         calls.append(_call(call))
     legacy = item.get("function_call")
     if isinstance(legacy, dict):
@@ -370,6 +370,11 @@ def _part(part: Any, texts: list[str], calls: list[ToolCall], results: list[Mess
     elif kind not in _SILENT_PARTS:
         # An image, a file, audio: named where it was, not shown.
         texts.append(f"[{kind or 'part'}]")
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else empty (a stored field may hold anything)."""
+    return value if isinstance(value, list) else []
 
 
 def _kind(item: dict[str, Any]) -> str:

@@ -190,7 +190,7 @@ def _from_payload(payload: Payload, detected: Sequence[TraceEvent],
     prompt = body["prompt"] if isinstance(body.get("prompt"), str) else ""
     if retry == 0:
         first_prompt = prompt
-    errors = [e for e in body.get("errors") or () if isinstance(e, dict)]
+    errors = [e for e in _list(body.get("errors")) if isinstance(e, dict)]
     invented = _strings(body.get(names.ATTR_HALLUCINATED_AGENTS)) or tuple(
         e["tool"] for e in errors if e.get("error_type") in _INVENTED_TYPES
         and isinstance(e.get("tool"), str))
@@ -322,6 +322,10 @@ def _int(value: Any) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 7:
         return int(value)
     return 0
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -179,7 +179,8 @@ def fabrication_stories(events: Sequence[TraceEvent], payloads: Sequence[Payload
             continue
         reply = body["reply"]
         found: list[tuple[str, str]] = []
-        for match in body.get("matches") or ():
+        matches = body.get("matches")
+        for match in matches if isinstance(matches, list) else ():
             tier = match.get(names.ATTR_TIER) if isinstance(match, dict) else None
             if isinstance(tier, str):
                 phrase = match.get("phrase")

@@ -351,6 +351,21 @@ def test_a_guard_payload_that_cannot_be_read_is_listed_with_why(kind: str, body:
     assert not (story.plans or story.fabrications or story.verifications)
 
 
+@pytest.mark.parametrize(("kind", "body"), [
+    (names.PAYLOAD_KIND_HALLUCINATION, {"allowed": ["a"], "errors": True, "response": 5,
+                                        "retry": "1", "prompt": ["x"]}),
+    (names.PAYLOAD_KIND_FABRICATION, {"reply": "I sent it.", "matches": True,
+                                      "tools_fired": "none"}),
+    (names.PAYLOAD_KIND_VERIFICATION, {"question": "Why?", "decision": [1],
+                                       "nudges": {"n": 1}}),
+])
+def test_fields_of_the_wrong_type_are_read_around_not_raised_on(kind: str,
+                                                                body: dict[str, Any]) -> None:
+    story = read_story(trace_of([]), [payload(kind, json.dumps(body))])
+    assert story.unreadable == ()
+    assert len(story.plans) + len(story.fabrications) + len(story.verifications) == 1
+
+
 def test_an_incomplete_payload_is_not_read_as_a_whole_one() -> None:
     partial = Payload("p", "r1", names.PAYLOAD_KIND_FABRICATION, T0, "t", "s",
                       '{"reply": "I sent it", "matches": []}', 90, "", False, 0, {}, 1, 3,
