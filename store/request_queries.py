@@ -4,14 +4,15 @@ A request page first reads the request-id lookup ``requests`` (time range, trace
 then only that request's rows: ``span_events`` and ``payloads`` are ordered by request
 id and ``spans`` by trace id, so each read is a primary-key range.
 
-A request also owns what was stored under one of its trace ids in place of a request id.
-Pipeline detection (consumers/pipeline_detection.py) files a finding under the LLM
+A request also owns the events stored under one of its trace ids in place of a request
+id. Pipeline detection (consumers/pipeline_detection.py) files a finding under the LLM
 span's trace id when the span with the request id is not in the same Kafka message
 (exported later, by another process, or after a batch boundary); the consumer keeps no
-state to fix that up later, so the readers join them: the lookup row merges the rows of
-those trace ids, and the events are read under the request id and under each trace id
-(rows whose request id is their own trace id, so another request sharing a trace lends
-nothing), one row per event id.
+state to fix that up later, so :func:`request_trace` reads the events under the request
+id and under each of its trace ids (rows whose request id is their own trace id, so
+another request sharing a trace lends nothing), one row per event id, and its summary
+names what they add. The lookup row alone (:func:`find_request`) does not: joining it
+cost every lookup a second read of the lookup table.
 
 A payload's chunks are reassembled and the body checked against the size and sha256
 the agent recorded before it split the body (:class:`PayloadIntegrity`): a payload with
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -53,19 +54,14 @@ OUTCOMES: dict[str, tuple[str, ...]] = {
                  names.EVENT_VERIFICATION_NUDGED),
 }
 
-# The lookup row of one request: its partial rows (one per source and insert) merged,
-# with those of its traces' rows stored under their own trace id (see the docstring).
+# The lookup row of one request: its partial rows (one per source and insert) merged.
 _FIND_REQUEST = """
-    SELECT {{request_id:String}}, min(first_seen), max(last_seen),
-           groupUniqArrayArray(trace_ids), groupUniqArrayArray(event_names),
-           groupUniqArrayArray(modules), groupUniqArrayArray(agents),
-           groupUniqArrayArray(payload_kinds)
+    SELECT request_id, min(first_seen), max(last_seen), groupUniqArrayArray(trace_ids),
+           groupUniqArrayArray(event_names), groupUniqArrayArray(modules),
+           groupUniqArrayArray(agents), groupUniqArrayArray(payload_kinds)
     FROM {requests}
     WHERE request_id = {{request_id:String}}
-       OR (request_id IN (SELECT arrayJoin(trace_ids) FROM {requests}
-                          WHERE request_id = {{request_id:String}})
-           AND has(trace_ids, request_id))
-    HAVING countIf(request_id = {{request_id:String}}) > 0"""
+    GROUP BY request_id"""
 
 # Point reads on the primary key. Duplicates from a replayed batch are dropped with
 # LIMIT 1 BY the row identity (replayed rows are identical) rather than FINAL, and
@@ -169,7 +165,11 @@ class TraceEvent:
 
 @dataclass(frozen=True)
 class Trace:
-    """A request's spans and span events, each in time order."""
+    """A request's spans and span events, each in time order.
+
+    ``request`` is the lookup row with what the events filed under a trace id add (their
+    names, modules and agents; see the module's docstring).
+    """
 
     request: RequestSummary
     spans: tuple[TraceSpan, ...]
@@ -288,7 +288,8 @@ def request_trace(client: Any, database: str, request: RequestSummary) -> Trace:
     """The spans of the request's traces and the request's span events, in time order.
 
     The events include those stored under one of the request's trace ids in place of a
-    request id (see the module's docstring), each event id once.
+    request id (see the module's docstring), each event id once; the trace's summary is
+    ``request`` with what they add.
     """
     params = {"request_id": request.request_id, "trace_ids": list(request.trace_ids),
               "request_ids": [request.request_id, *request.trace_ids]}
@@ -299,7 +300,20 @@ def request_trace(client: Any, database: str, request: RequestSummary) -> Trace:
                   for t, s, p, n, svc, st, et, d, sc, sm, a in span_rows)
     events = tuple(TraceEvent(e, utc(ts), n, t, s, m, ag, tier, svc, dict(a))
                    for e, ts, n, t, s, m, ag, tier, svc, a in event_rows)
-    return Trace(request, spans, events)
+    return Trace(_with_events(request, events), spans, events)
+
+
+def _with_events(request: RequestSummary, events: Sequence[TraceEvent]) -> RequestSummary:
+    """``request`` naming the events it did not (those filed under a trace id)."""
+    event_names = set(request.event_names) | {e.name for e in events}
+    modules = set(request.modules) | {e.module for e in events if e.module}
+    agents = set(request.agents) | {e.agent for e in events if e.agent}
+    if (len(event_names), len(modules), len(agents)) == (
+            len(request.event_names), len(request.modules), len(request.agents)):
+        return request
+    return replace(request, event_names=tuple(sorted(event_names)),
+                   modules=tuple(sorted(modules)),
+                   agents=tuple(sorted(agents)))
 
 
 def request_payloads(client: Any, database: str, request_id: str,
