@@ -180,12 +180,15 @@ def request_reads(pipeline: Pipeline, chdb_dir: Path,
     the HTTP API and `guardtrace trace` give them: (name, agent), sorted."""
     request = require_request(pipeline.client, pipeline.database, REQUEST_ID)
     trace = request_trace(pipeline.client, pipeline.database, request)
+    # The summary names what the events filed under the trace id add.
     assert {names.EVENT_HALLUCINATION_DETECTED, names.EVENT_FABRICATION_DETECTED} <= set(
-        request.event_names)
+        trace.request.event_names)
+    assert {names.MODULE_PLANNING, names.MODULE_REPLIES} <= set(trace.request.modules)
     assert {e.span_id for e in trace.events} <= {s.span_id for s in trace.spans}
     answer = QueryApi(StoreLink(pipeline.store, pipeline.client)).answer(
         "GET", paths.request_path(paths.REQUEST, REQUEST_ID), {}, "127.0.0.1")
     assert answer.status == 200
+    assert set(answer.body["request"]["event_names"]) == set(trace.request.event_names)
     code = cli.main(["trace", REQUEST_ID, "--json", "--clickhouse-url", f"chdb://{chdb_dir}",
                      "--database", pipeline.database])
     out, err = capsys.readouterr()

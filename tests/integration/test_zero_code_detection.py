@@ -396,8 +396,8 @@ def test_the_request_page_query_finds_the_finding_by_request_id(
     request_id, expected, _ = finding
     client, database = sent.pipeline.client, sent.pipeline.database
     request = request_queries.require_request(client, database, request_id)
-    assert expected in request.event_names
     trace = request_queries.request_trace(client, database, request)
+    assert expected in trace.request.event_names
     found = [event for event in trace.events if event.name in names.GUARD_EVENTS]
     assert [event.name for event in found] == [expected]
     assert found[0].attributes[names.ATTR_FOUND_IN] == names.FOUND_IN_PIPELINE
