@@ -1,4 +1,9 @@
-"""Requests: find one by id, or pick from recent requests with problems; see its trace.
+"""Requests: find one by id, or pick from recent requests with problems; see its story,
+its trace and its debug payloads.
+
+Under its trace timeline, a request page has three tabs: the story (its LLM calls as
+conversations and what the guards found in them, :mod:`.request_story`), its events with
+their attributes, and the raw debug payloads.
 
 A request page reads the request-id lookup first, then only that request's rows. The
 request id travels in the URL (``/requests?request_id=...``) so a page can be shared,
@@ -18,6 +23,8 @@ import streamlit as st
 
 from guardtrace.dashboard.data import Store, empty_state, store
 from guardtrace.dashboard.safe_render import alert, literal, run_page
+from guardtrace.dashboard.views.request_story import draw_story
+from guardtrace.dashboard.views.story import read_story
 from guardtrace.schemas import names
 from guardtrace.schemas.request_ids import InvalidRequestId, validate_request_id
 from guardtrace.store import queries
@@ -129,7 +136,21 @@ def show_request(data: Store, request_id: str) -> None:
     st.markdown("**Trace timeline** (spans as bars, events as diamonds)")
     if trace.spans or trace.events:
         st.altair_chart(_timeline_chart(trace), width="stretch")
-    st.markdown("**Events**")
+    story, events, raw = st.tabs(["Story", f"Events ({len(trace.events)})",
+                                  f"Debug payloads ({len(payloads)})"])
+    with story:
+        draw_story(read_story(trace, payloads))
+    with events:
+        _show_events(trace)
+    with raw:
+        if not payloads:
+            empty_state("No debug payloads for this request (payload capture may be off: "
+                        "GUARDTRACE_CAPTURE_PAYLOADS).")
+        for index, payload in enumerate(payloads):
+            _show_payload(payload, index)
+
+
+def _show_events(trace: queries.Trace) -> None:
     st.dataframe(pd.DataFrame([{
         "time": f"{e.timestamp:%H:%M:%S.%f}"[:-3], "event": e.name, "module": e.module, "agent": e.agent,
         "tier": e.tier,
@@ -141,12 +162,6 @@ def show_request(data: Store, request_id: str) -> None:
     for event in trace.events:
         with st.expander(f"{event.timestamp:%H:%M:%S.%f} {literal(event.name)}"):
             st.json(event.attributes)
-    st.markdown("**Debug payloads**")
-    if not payloads:
-        empty_state("No debug payloads for this request (payload capture may be off: "
-                    "GUARDTRACE_CAPTURE_PAYLOADS).")
-    for index, payload in enumerate(payloads):
-        _show_payload(payload, index)
 
 
 def show_recent(data: Store) -> None:

@@ -7,6 +7,7 @@ Each page's numbers are checked against the store itself, queried independently 
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from kafka import KafkaProducer
 from streamlit.testing.v1 import AppTest
 
 from guardtrace import collectors
+from guardtrace.dashboard.safe_render import literal
 from guardtrace.schemas import environment_variables as env
 from guardtrace.schemas import names
 from guardtrace.simulator import SimulationConfig, SimulationSummary, run_simulation
@@ -203,6 +205,97 @@ def test_request_page_shows_trace_events_and_payloads(app: AppTest, seeded: Seed
     bodies = "".join(code.value for code in at.code)
     assert "[REDACTED:" in bodies and "sk-live-" not in bodies
     assert at.text_input(key="request_id_input").value == request_id
+
+
+def stored_payload(seeded: Seeded, request_id: str, kind: str) -> queries.Payload:
+    """The request's first payload of ``kind``, reassembled by the store's own read."""
+    return next(p for p in queries.request_payloads(seeded.pipeline.client,
+                                                    seeded.pipeline.database, request_id)
+                if p.kind == kind)
+
+
+def test_a_recovered_hallucination_tells_its_story(app: AppTest, seeded: Seeded) -> None:
+    # A loop that recovered, whose first rejected plan called a tool with a listed look-alike.
+    request_id, invented, suggested = seeded.rows(
+        "SELECT request_id, attributes['hallucinated_agent'], attributes['suggested_tools'] "
+        "FROM {db}.span_events FINAL WHERE name = {d:String} "
+        "AND attributes['hall_retry'] = '0' AND attributes['suggested_tools'] != '[]' "
+        "AND request_id IN (SELECT request_id FROM {db}.span_events FINAL WHERE name = {r:String}) "
+        "ORDER BY request_id LIMIT 1",
+        d=names.EVENT_HALLUCINATION_DETECTED, r=names.EVENT_HALLUCINATION_RECOVERED)[0]
+    retries = seeded.scalar("SELECT any(attributes['retries_used']) FROM {db}.span_events FINAL "
+                            "WHERE request_id = {q:String} AND name = {r:String}",
+                            q=request_id, r=names.EVENT_HALLUCINATION_RECOVERED)
+    closest = json.loads(suggested)[0]
+    rejected = json.loads(stored_payload(seeded, request_id,
+                                         names.PAYLOAD_KIND_HALLUCINATION).body)
+    # The simulated agent records its exchange as text: the prompt, then the plan it kept.
+    kept = stored_payload(seeded, request_id, names.PAYLOAD_KIND_LLM_EXCHANGE).body
+    final_plan = json.loads(kept.rsplit("\nresponse:\n", 1)[1])["steps"]
+    app.query_params["request_id"] = request_id
+    at = no_exception(app.switch_page("views/requests.py").run())
+
+    assert any(h.value.endswith(f"recovered after {retries} "
+                                f"{'retry' if retries == '1' else 'retries'}")
+               for h in at.subheader)
+    tables = [df.value for df in at.dataframe]
+    # The invented tool against the list the model was shown, its look-alike marked.
+    shown = next(t for t in tables if set(t.columns) == {"tool", "shown"})
+    listed = dict(zip(shown["tool"], shown["shown"], strict=True))
+    assert {listed[name] for name in rejected["hallucinated_agents"]} == {"no: invented"}
+    assert set(listed) - set(rejected["hallucinated_agents"]) == set(rejected["allowed"])
+    assert listed[closest].startswith("yes, closest to ") and invented in listed[closest]
+    # The rejected plan, its invented step with the suggestion beside it.
+    plans = [t for t in tables if {"step", "tool", "verdict"} <= set(t.columns)]
+    first = plans[0]
+    assert list(first["tool"]) == [step["tool"] for step in rejected["response"]]
+    verdict = dict(zip(first["tool"], first["verdict"], strict=True))[invented]
+    assert verdict.startswith("not in the list; closest: ") and closest in verdict
+    # Side by side: the last rejected plan and the plan given back, every tool listed.
+    recovered = plans[-1]
+    assert list(recovered["tool"]) == [step["tool"] for step in final_plan]
+    assert set(recovered["verdict"]) == {"listed"}
+    # What the guard told the model: its feedback where a later retry's prompt holds it,
+    # else the problems it named.
+    told = "\n".join(c.value for c in at.code)
+    if retries == "2":
+        assert "YOUR PREVIOUS PLAN WAS REJECTED" in told and f"'{invented}'" in told
+    else:
+        assert any("before the accepted retry is not stored" in c.value for c in at.caption)
+        assert rejected["errors"][0]["message"] in told
+    # The exchange as a conversation: the prompt, then the reply; the raw body a tab away.
+    assert [m.name for m in at.chat_message][-2:] == ["prompt", "assistant"]
+    payloads = seeded.scalar("SELECT uniqExact(payload_id) FROM {db}.payloads FINAL "
+                             "WHERE request_id = {r:String}", r=request_id)
+    assert [t.label for t in at.tabs][::2] == ["Story", f"Debug payloads ({payloads})"]
+
+
+def test_a_fabrication_marks_its_sentence_with_tier_and_evidence(app: AppTest,
+                                                                 seeded: Seeded) -> None:
+    request_id, tier, phrase = seeded.rows(
+        "SELECT request_id, tier, attributes['matched_phrase'] FROM {db}.span_events FINAL "
+        "WHERE name = {n:String} AND tier IN ('action', 'read') ORDER BY request_id LIMIT 1",
+        n=names.EVENT_FABRICATION_DETECTED)[0]
+    reply = json.loads(stored_payload(seeded, request_id,
+                                      names.PAYLOAD_KIND_FABRICATION).body)["reply"]
+    app.query_params["request_id"] = request_id
+    at = no_exception(app.switch_page("views/requests.py").run())
+
+    [bubble] = [m for m in at.chat_message if any(e.value for e in m.error)]
+    assert bubble.name == "assistant"
+    # The sentence holding the matched phrase is marked, shown exactly (as code).
+    [marked] = [e.value for e in bubble.error]
+    sentence = marked.strip("`")[1:-1]
+    assert literal(sentence) == marked
+    assert phrase in sentence and sentence in reply and sentence[-1] in ".!?"
+    # The rest of the reply, in order, as text around it.
+    before, _, after = reply.partition(sentence)
+    assert [t.value for t in bubble.text] == [p.strip() for p in (before, after) if p.strip()]
+    [evidence] = [c.value for c in bubble.caption]
+    assert evidence.startswith(f"**{tier}**: ") and evidence.endswith(literal(phrase))
+    assert any(h.value.endswith(tier) for h in at.subheader)
+    verdicts = [t for t in (df.value for df in at.dataframe) if "evaluation" in t.columns]
+    assert list(verdicts[0]["label"]) == [names.EVALUATION_FAIL]
 
 
 def test_request_search_rejects_bad_ids_and_reports_unknown_ones(app: AppTest) -> None:
