@@ -140,7 +140,7 @@ def _draw_rejected(rejected: RejectedPlan, *, is_last: bool, plan: PlanStory) ->
         st.caption(f"What the guard told the model before retry {rejected.retry} (the "
                    "start of its prompt):")
         st.code(_cut(rejected.feedback), language=None, wrap_lines=True)
-    left, right = st.columns([3, 2])
+    left, right = st.columns([5, 4])
     with left:
         st.caption("The plan the model returned")
         if rejected.steps is None:
