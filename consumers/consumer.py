@@ -37,6 +37,7 @@ The loop, and why it is shaped this way:
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
@@ -78,7 +79,7 @@ from .metrics import (
     ConsumerMetrics,
     partition_lag,
 )
-from .pipeline_detection import PipelineDetection
+from .pipeline_detection import DetectionCounts, PipelineDetection
 
 __all__ = ["MAX_RECORD_BYTES", "ConsumerConfig", "ConsumerStats", "TelemetryConsumer"]
 
@@ -251,7 +252,10 @@ class TelemetryConsumer:
             config.spans_topic: spans_decoder,
             config.metrics_topic: decode_metrics,
             config.payloads_topic: decode_payload_message,
-            config.logs_topic: decode_logs,
+            # GenAI log events are judged like LLM spans, counted in the same stats.
+            config.logs_topic: functools.partial(
+                decode_logs, counts=DetectionCounts(self.stats.pipeline_detection),
+                detect=config.pipeline_detection),
         }
         settings: dict[str, Any] = {
             **config.kafka_settings(),  # bootstrap servers, TLS and SASL

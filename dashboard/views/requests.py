@@ -121,6 +121,9 @@ def show_request(data: Store, request_id: str) -> None:
               f"request id: {request_id}\ndatabase: {data.database}")
         return
     trace = queries.request_trace(data.client, data.database, request)
+    # The trace's summary also names what was filed under a trace id (pipeline findings
+    # on an LLM span whose request id reached Kafka later).
+    request = trace.request
     payloads = queries.request_payloads(data.client, data.database, request_id)
     st.subheader("Request")
     st.code(request.request_id, language=None)

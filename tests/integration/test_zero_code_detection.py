@@ -366,15 +366,6 @@ def test_a_call_on_its_span_and_its_log_event_is_one_finding(
     assert rollup == distinct < rows
 
 
-# consumers/consumer.py builds its logs decoder as plain decode_logs, given neither the
-# consumer's stats nor its pipeline_detection setting: log events are judged, and counted
-# in log_decode's module-wide counts, whatever GUARDTRACE_PIPELINE_DETECTION says.
-LOGS_DECODER_NOT_GIVEN_THE_SETTINGS = pytest.mark.xfail(
-    strict=True, reason="the consumer passes decode_logs neither its stats "
-    "(counts=DetectionCounts(stats.pipeline_detection)) nor detect=pipeline_detection")
-
-
-@LOGS_DECODER_NOT_GIVEN_THE_SETTINGS
 def test_log_events_are_counted_in_the_consumers_stats(
         consumed: tuple[dict[str, Sent], ConsumerStats]) -> None:
     _, stats = consumed
@@ -383,7 +374,6 @@ def test_log_events_are_counted_in_the_consumers_stats(
     assert stats.pipeline_detection["llm_spans"] == len(CASES) * 4 + 2 * 4
 
 
-@LOGS_DECODER_NOT_GIVEN_THE_SETTINGS
 def test_with_detection_off_log_events_are_stored_and_not_judged(
         consumed: tuple[dict[str, Sent], ConsumerStats]) -> None:
     delivered, stats = consumed
