@@ -40,7 +40,7 @@ lint: install
 	  MYPYPATH="$$typecheck" $(BIN)/mypy -p guardtrace; status=$$?; rm -rf "$$typecheck"; exit $$status
 
 test: install browser lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 # The benchmarks (benchmarks/, not part of `make test`): each prints a table and, last, one
 # JSON line with its figures and targets; copies go to .guardtrace/bench/. Smoke sizes:

@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import logging
 import statistics
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from kafka import KafkaProducer
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import internal_totals
+from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.schemas import names
 from guardtrace.store.queries import collector_drops
 from guardtrace.transport.broker import EmbeddedBroker, free_port
@@ -128,8 +132,23 @@ def test_kafka_unreachable_hooks_stay_fast_memory_stays_bounded_drops_are_counte
     spans = InMemorySpanExporter()
     telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
 
+    # What would make a hook wait for Kafka: asking for the producer (it waits up to
+    # wait_s for a connection) or a send (max_block_ms) on the agent's own thread.
+    waited_on: list[str] = []
+    for owner, method in ((LazyProducer, "get"), (KafkaProducer, "send")):
+        original = getattr(owner, method)
+
+        def watched(*args: Any, __original: Any = original, __name: str = method,
+                    **kwargs: Any) -> Any:
+            if threading.current_thread() is threading.main_thread():
+                waited_on.append(__name)
+            return __original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, method, watched)
+
     with caplog.at_level(logging.WARNING, logger="guardtrace.collectors"):
         down = run_turns(TURNS, "down")
+    assert waited_on == [], "a hook asked Kafka for something on the agent's thread"
 
     # Latency: what the hooks cost with Kafka down, next to no telemetry at all.
     report = {hook: {"baseline_median_ms": statistics.median(baseline[hook]) * 1e3,
@@ -139,12 +158,12 @@ def test_kafka_unreachable_hooks_stay_fast_memory_stays_bounded_drops_are_counte
                      "down_max_ms": max(down[hook]) * 1e3} for hook in HOOKS}
     print("hook latency, unconfigured vs Kafka unreachable (ms):",
           {h: {k: round(v, 3) for k, v in r.items()} for h, r in report.items()})
+    # Medians and p99 with generous factors; the maximum is printed, not asserted: a
+    # scheduler pause on this shared host reaches hundreds of milliseconds with or
+    # without Kafka. That no call waited for Kafka is asserted above, as behaviour.
     for hook, r in report.items():
         assert r["down_median_ms"] <= 5 * r["baseline_median_ms"] + 1.0, (hook, r)
         assert r["down_p99_ms"] <= 10 * r["baseline_p99_ms"] + 20.0, (hook, r)
-        # Waiting for Kafka even once costs a send's max_block_ms (0.5 s) or a
-        # connection attempt (3 s): no call waited for it.
-        assert r["down_max_ms"] < 500.0, (hook, r)
 
     # Every span the hooks ended is dropped and counted, exactly once.
     wait_for(lambda: drained(telemetry), timeout_s=60, message="the span and payload queues")
