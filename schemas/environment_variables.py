@@ -135,8 +135,8 @@ LOG_LEVEL: Final = EnvVar("GUARDTRACE_LOG_LEVEL", "INFO",
                           "Log level of the guardtrace command.", "pipeline")
 HEALTH_PORT: Final = EnvVar(
     "GUARDTRACE_HEALTH_PORT", "0",
-    "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes; "
-    "0 serves nothing.", "pipeline")
+    "Port on which `guardtrace consume` serves `/healthz` and `/readyz` for probes and "
+    "`/metrics` for Prometheus; 0 serves nothing.", "pipeline")
 PIPELINE_DETECTION: Final = EnvVar(
     "GUARDTRACE_PIPELINE_DETECTION", "on",
     "Zero-code detection: the consumers run the guards' detectors on the OpenInference and "
