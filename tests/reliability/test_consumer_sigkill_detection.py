@@ -40,6 +40,8 @@ from guardtrace.schemas import names
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import TopicSet, ensure_topics
 from tests.support.consumer_process import ConsumerProcess, store_env
+from tests.support.llm_span_attributes import genai_attributes as genai_span
+from tests.support.llm_span_attributes import openinference_attributes as openinference_span
 from tests.support.services import wait_for
 from tests.support.store_query import query_store
 
@@ -93,50 +95,11 @@ def conversation(n: int, kind: str) -> dict[str, Any]:
 
 
 def openinference_attributes(call: dict[str, Any]) -> dict[str, Any]:
-    """As openinference-instrumentation-openai records a chat completion."""
-    attrs: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4.1"}
-    for prefix, message in [*((f"llm.input_messages.{n}", m)
-                              for n, m in enumerate(call["messages"])),
-                            ("llm.output_messages.0", call["output"])]:
-        attrs[f"{prefix}.message.role"] = message["role"]
-        for key in ("content", "tool_call_id"):
-            if message.get(key):
-                attrs[f"{prefix}.message.{key}"] = message[key]
-        for m, tool_call in enumerate(message.get("tool_calls", ())):
-            at = f"{prefix}.message.tool_calls.{m}.tool_call"
-            attrs[f"{at}.id"] = tool_call["id"]
-            attrs[f"{at}.function.name"] = tool_call["function"]["name"]
-            attrs[f"{at}.function.arguments"] = tool_call["function"]["arguments"]
-    for n, tool in enumerate(call["tools"]):
-        attrs[f"llm.tools.{n}.tool.json_schema"] = json.dumps(tool)
-    return attrs
-
-
-def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
-    if message["role"] == "tool":
-        return [{"type": "tool_call_response", "id": message["tool_call_id"],
-                 "response": message["content"]}]
-    parts: list[dict[str, Any]] = [
-        {"type": "tool_call", "id": c["id"], "name": c["function"]["name"],
-         "arguments": json.loads(c["function"]["arguments"])}
-        for c in message.get("tool_calls", ())]
-    if message.get("content"):
-        parts.append({"type": "text", "content": message["content"]})
-    return parts
+    return openinference_span(call["messages"], call["output"], call["tools"])
 
 
 def genai_attributes(call: dict[str, Any]) -> dict[str, Any]:
-    """As opentelemetry-util-genai records an inference with content captured on spans."""
-    return {
-        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1",
-        "gen_ai.agent.name": "airline-agent",
-        "gen_ai.tool.definitions": json.dumps([{"type": "function", **t["function"]}
-                                               for t in call["tools"]]),
-        "gen_ai.input.messages": json.dumps([{"role": m["role"], "parts": _parts(m)}
-                                             for m in call["messages"]]),
-        "gen_ai.output.messages": json.dumps([{"role": "assistant",
-                                               "parts": _parts(call["output"])}]),
-    }
+    return genai_span(call["messages"], call["output"], call["tools"], agent="airline-agent")
 
 
 def llm_messages(count: int) -> tuple[list[bytes], Counter[str]]:

@@ -42,6 +42,7 @@ from guardtrace.consumers.pipeline_detection import (
 from guardtrace.schemas import names
 from guardtrace.schemas.request_ids import storable_request_id
 from guardtrace.store.tables import Columns
+from tests.support.llm_span_attributes import openinference_attributes
 from tests.support.realdata import conversations
 
 from .test_genai_exchange import SEARCH_TOOL, UTIL_SPAN, V2_SPAN
@@ -50,26 +51,6 @@ TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 BOOK_TOOL = {"type": "function", "function": {
     "name": "book_flight", "description": "Book a flight for the user",
     "parameters": {"type": "object", "properties": {"flight": {"type": "string"}}}}}
-
-
-def openinference(messages: list[dict[str, Any]], output: dict[str, Any],
-                  tools: list[dict[str, Any]]) -> dict[str, str]:
-    """Span attributes as openinference-instrumentation-openai writes them."""
-    attrs = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4.1-2025-04-14"}
-    for prefix, message in [*((f"llm.input_messages.{n}", m) for n, m in enumerate(messages)),
-                            ("llm.output_messages.0", output)]:
-        attrs[f"{prefix}.message.role"] = message["role"]
-        for key in ("content", "tool_call_id"):
-            if message.get(key):
-                attrs[f"{prefix}.message.{key}"] = message[key]
-        for m, call in enumerate(message.get("tool_calls", ())):
-            at = f"{prefix}.message.tool_calls.{m}.tool_call"
-            attrs[f"{at}.id"] = call["id"]
-            attrs[f"{at}.function.name"] = call["function"]["name"]
-            attrs[f"{at}.function.arguments"] = call["function"]["arguments"]
-    for n, tool in enumerate(tools):
-        attrs[f"llm.tools.{n}.tool.json_schema"] = json.dumps(tool)
-    return attrs
 
 
 def call(call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
@@ -82,13 +63,13 @@ ASKED = [{"role": "system", "content": "You are a travel agent."},
          {"role": "assistant", "content": "", "tool_calls": [call("call_1", "search_flights",
                                                                   '{"to": "Paris"}')]},
          {"role": "tool", "tool_call_id": "call_1", "content": '[{"flight": "AF123"}]'}]
-INVENTED = openinference(ASKED, {"role": "assistant", "content": "",
+INVENTED = openinference_attributes(ASKED, {"role": "assistant", "content": "",
                                  "tool_calls": [call("call_2", "search_flight")]},
                          [SEARCH_TOOL, BOOK_TOOL])
-CLAIMED = openinference(ASKED, {"role": "assistant",
+CLAIMED = openinference_attributes(ASKED, {"role": "assistant",
                                 "content": "I've booked AF123 for you; you're all set."},
                         [SEARCH_TOOL, BOOK_TOOL])
-CLEAN = openinference(ASKED, {"role": "assistant",
+CLEAN = openinference_attributes(ASKED, {"role": "assistant",
                               "content": "I found AF123 on Friday. Shall I book it?"},
                       [SEARCH_TOOL, BOOK_TOOL])
 
@@ -141,7 +122,7 @@ def test_a_claimed_action_no_tool_ran_is_a_fabrication_event() -> None:
 
 
 def test_a_clean_call_gets_two_passing_evaluations_and_nothing_else() -> None:
-    both = openinference(ASKED, {"role": "assistant", "content": "I found AF123 on Friday.",
+    both = openinference_attributes(ASKED, {"role": "assistant", "content": "I found AF123 on Friday.",
                                  "tool_calls": [call("call_2", "book_flight")]},
                          [SEARCH_TOOL, BOOK_TOOL])
     found = rows_of(both)
@@ -167,7 +148,7 @@ def test_genai_spans_are_judged_with_their_agent_conversation_and_response() -> 
 
 def test_an_explanation_is_cut_as_the_hooks_cut_theirs() -> None:
     calls = [call(f"call_{n}", f"invented_tool_number_{n}_" + "x" * 80) for n in range(20)]
-    found = rows_of(openinference(ASKED, {"role": "assistant", "content": "",
+    found = rows_of(openinference_attributes(ASKED, {"role": "assistant", "content": "",
                                           "tool_calls": calls}, [SEARCH_TOOL]))
     explanation = found[-1]["attributes"][names.ATTR_EVALUATION_EXPLANATION]
     assert len(explanation) == 512 and explanation.endswith(names.TRUNCATION_MARKER)
@@ -189,7 +170,7 @@ def test_rows_carry_what_the_hooks_events_carry() -> None:
         FabricationGuard().check_conversation(messages, [SEARCH_TOOL, BOOK_TOOL],
                                               request_id="req-1", agent="travel-agent")
         hooks = decode_spans(encode_spans(cap.spans()).SerializeToString()).span_events
-    pipeline = rows_of(openinference(ASKED, messages[-1], [SEARCH_TOOL, BOOK_TOOL]))
+    pipeline = rows_of(openinference_attributes(ASKED, messages[-1], [SEARCH_TOOL, BOOK_TOOL]))
 
     def comparable(row: list[Any] | dict[str, Any]) -> tuple[Any, ...]:
         named = row if isinstance(row, dict) else dict(zip(Columns.SPAN_EVENTS, row,
@@ -250,7 +231,7 @@ def failing_plan_check(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.usefixtures("failing_plan_check")
 def test_a_failing_detector_costs_only_its_own_rows() -> None:
     counts = DetectionCounts()
-    found = rows_of(openinference(ASKED, {"role": "assistant", "content": "I've booked it.",
+    found = rows_of(openinference_attributes(ASKED, {"role": "assistant", "content": "I've booked it.",
                                           "tool_calls": [call("c", "reserve_seat")]},
                                   [SEARCH_TOOL]), counts)
 
