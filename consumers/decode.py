@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -30,12 +28,14 @@ from ..store.rows import DecodedRows
 from ..store.tables import Columns
 from .log_decode import decode_logs
 from .otlp_values import (
+    MAX_TIME_NS,
     SPAN_KINDS,
     STATUS,
     PoisonRecord,
     attributes_map,
     event_id,
     invalid_ids,
+    parse_request,
 )
 from .span_wire import Irregular, spans_from_wire
 
@@ -44,23 +44,7 @@ __all__ = ["DecodedRows", "PoisonRecord", "decode_logs", "decode_metrics",
 
 PREVIEW_CHARS = 256
 
-
-def _parse(message_type: type, raw: bytes, what: str) -> Any:
-    if not raw:
-        raise PoisonRecord(f"empty {what} message")
-    request = message_type()
-    try:
-        request.ParseFromString(raw)
-    except (DecodeError, ValueError, TypeError) as exc:
-        raise PoisonRecord(f"not an OTLP {what} request (protobuf decode failed: {exc})") \
-            from None
-    return request
-
-
-# DateTime64(9) holds nanoseconds in an Int64, so times end at 2262-04-11. A later one
-# (OTLP times are uint64) decodes, but ClickHouse refuses the row, and the consumer retries
-# a batch it cannot write forever: such a message is poison, named here.
-_MAX_TIME_NS = 2**63 - 1
+# The time columns each table's rows carry, checked against MAX_TIME_NS.
 _TIME_COLUMNS = (
     (tables.SPANS, [Columns.SPANS.index("start_time"), Columns.SPANS.index("end_time")]),
     (tables.SPAN_EVENTS, [Columns.SPAN_EVENTS.index("timestamp")]),
@@ -75,7 +59,7 @@ def _times_in_range(rows: DecodedRows) -> DecodedRows:
     for table, indexes in _TIME_COLUMNS:
         for row in by_table[table]:
             for index in indexes:
-                if row[index] > _MAX_TIME_NS:
+                if row[index] > MAX_TIME_NS:
                     raise PoisonRecord(f"time out of range: {table} time {row[index]} ns is "
                                        "after 2262-04-11, the last time ClickHouse stores")
     return rows
@@ -83,7 +67,7 @@ def _times_in_range(rows: DecodedRows) -> DecodedRows:
 
 def decode_spans(raw: bytes) -> DecodedRows:
     """Rows for ``spans`` and ``span_events`` from one ExportTraceServiceRequest."""
-    request = _parse(ExportTraceServiceRequest, raw, "trace")
+    request = parse_request(ExportTraceServiceRequest, raw, "trace")
     try:
         # The parse above validated the message; rows come from its bytes (see below).
         rows = spans_from_wire(bytes(raw))
@@ -137,7 +121,7 @@ def _point_id(metric: str, resource: dict[str, str], attrs: dict[str, str],
 
 def decode_metrics(raw: bytes) -> DecodedRows:
     """Rows for ``metric_points`` from one ExportMetricsServiceRequest."""
-    request = _parse(ExportMetricsServiceRequest, raw, "metrics")
+    request = parse_request(ExportMetricsServiceRequest, raw, "metrics")
     rows = DecodedRows()
     seen_metric = False
     for resource_metrics in request.resource_metrics:

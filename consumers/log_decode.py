@@ -24,20 +24,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ..schemas import names
 from ..store.rows import DecodedRows
-from .otlp_values import PoisonRecord, any_value_text, attributes_map
+from .otlp_values import (
+    MAX_TIME_NS,
+    PoisonRecord,
+    any_value_text,
+    attributes_map,
+    parse_request,
+)
 from .pipeline_detection import PROBLEM_DETECTOR_ERROR, DetectionCounts, detection_rows
 
 __all__ = ["GenAILogEvent", "decode_logs", "detect_in_genai_log_events"]
 
-# DateTime64(9) holds nanoseconds in an Int64 (times end at 2262-04-11). ClickHouse would
-# refuse a later time, and the consumer would retry the batch forever: poison instead.
-_MAX_TIME_NS = 2**63 - 1
 # Where detection counts when the caller gives no counts (a consumer gives its stats).
 _DEFAULT_COUNTS = DetectionCounts()
 
@@ -142,14 +144,7 @@ def decode_logs(raw: bytes, counts: DetectionCounts | None = None, *,
             record, or holds one with ids of the wrong length, no time at all, or a
             time ClickHouse cannot store.
     """
-    if not raw:
-        raise PoisonRecord("empty logs message")
-    request = ExportLogsServiceRequest()
-    try:
-        request.ParseFromString(raw)
-    except (DecodeError, ValueError, TypeError) as exc:
-        raise PoisonRecord(f"not an OTLP logs request (protobuf decode failed: {exc})") \
-            from None
+    request = parse_request(ExportLogsServiceRequest, raw, "logs")
     rows = DecodedRows()
     genai_events: list[GenAILogEvent] = []
     index = 0
@@ -171,7 +166,7 @@ def decode_logs(raw: bytes, counts: DetectionCounts | None = None, *,
                 if not timestamp:
                     raise PoisonRecord("log record without a time (time_unix_nano and "
                                        "observed_time_unix_nano are both 0)")
-                if max(timestamp, observed) > _MAX_TIME_NS:
+                if max(timestamp, observed) > MAX_TIME_NS:
                     raise PoisonRecord(
                         f"time out of range: log record time {max(timestamp, observed)} ns "
                         "is after 2262-04-11, the last time ClickHouse stores")

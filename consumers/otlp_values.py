@@ -11,15 +11,36 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-__all__ = ["SPAN_KINDS", "STATUS", "PoisonRecord", "any_value_text", "attributes_map",
-           "event_id", "invalid_ids"]
+__all__ = ["MAX_TIME_NS", "SPAN_KINDS", "STATUS", "PoisonRecord", "any_value_text",
+           "attributes_map", "event_id", "invalid_ids", "parse_request"]
 
 
 class PoisonRecord(ValueError):
     """A message that can never be decoded; ``str(exc)`` is the reason."""
+
+
+# DateTime64(9) holds nanoseconds in an Int64, so times end at 2262-04-11. A later one
+# (OTLP times are uint64) decodes, but ClickHouse refuses the row, and the consumer would
+# retry a batch it cannot write forever: the decoders name such a message poison.
+MAX_TIME_NS = 2**63 - 1
+
+
+def parse_request(message_type: type, raw: bytes, what: str) -> Any:
+    """``raw`` parsed as the OTLP export request ``message_type`` (``what``: "trace",
+    "metrics", "logs", for the reason), or PoisonRecord naming why it is not one."""
+    if not raw:
+        raise PoisonRecord(f"empty {what} message")
+    request = message_type()
+    try:
+        request.ParseFromString(raw)
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise PoisonRecord(f"not an OTLP {what} request (protobuf decode failed: {exc})") \
+            from None
+    return request
 
 
 SPAN_KINDS = {v: k.removeprefix("SPAN_KIND_").lower() for k, v in Span.SpanKind.items()}
