@@ -1,8 +1,11 @@
 """Tool calls written out as text instead of made.
 
 A model that has lost track of its tool interface types the call into its reply: JSON
-naming the tool, a ``<tool_call>`` or ``<function=...>`` tag, an ``Action:`` line, or a
-function-call expression. Nothing runs, yet the reply reads as if the work were under way,
+naming the tool; a ``<tool_call>``, ``<|tool_call|>``, ``<function=...>``, ``<invoke>`` or
+``<TOOL_NAME>`` tag; a harmony ``to=functions.NAME`` line; an ``Action:`` line; or a
+function-call expression (Gemini's ``print(default_api.NAME(...))`` included). These are
+the formats open and hosted models are trained to emit, so a model that misses its
+tool-calling channel writes one of them. Nothing runs, yet the reply reads as if the work were under way,
 and a user (or a simulated one) takes it as done.
 
 :func:`find_text_tool_calls` looks for these shapes **naming a tool of the catalog** (or,
@@ -29,12 +32,26 @@ _JSON_NAME_RE = re.compile(
     rf"""[{{,]\s*["']{_KEYS}["']\s*:\s*["'](?P<name>[\w.\-/:]{{1,80}})["']""")
 # {"get_user_details": {...}} - the key is the tool.
 _JSON_KEY_RE = re.compile(r"""\{\s*["'](?P<name>[\w.\-/:]{1,80})["']\s*:\s*[{\[]""")
-# <tool_call>, <function_call>, <function=NAME>, <invoke name="NAME">, <NAME>{...}</NAME>.
+# <tool_call>, <function_call>, <|tool_call|> (Phi), <function=NAME> (Llama 3.2),
+# <invoke name="NAME"> (Anthropic's XML).
 _TAG_RE = re.compile(
     r"""<(?:tool_call|function_call|tool_use|functioncall)\b[^>]{0,200}>"""
+    r"""|<\|(?:tool_call|tool_calls|python_tag)\|>"""
     r"""|<function\s*=\s*["']?(?P<fn>[\w.\-/:]{1,80})"""
     r"""|<invoke\s+name\s*=\s*["'](?P<inv>[\w.\-/:]{1,80})["']""",
     re.IGNORECASE)
+# The recipient line of OpenAI's harmony format: "to=functions.NAME".
+_RECIPIENT_RE = re.compile(r"""\bto=(?P<name>functions\.[\w.\-/:]{1,80})""")
+# What follows a bare wrapper when no JSON names the tool: the name itself, as GLM
+# (<tool_call>NAME<arg_key>...) and Phi (<|tool_call|>NAME {...}) write it.
+_BARE_NAME_RE = re.compile(r"""\s{0,20}[`"']?(?P<name>[\w.\-/:]{1,80})""")
+# <NAME><param>value</param></NAME>: a tag named after a catalog tool whose content is
+# one more tag or JSON (the XML tool format several open models were trained on). HTML's
+# own elements are markup, whatever a catalog calls its tools.
+_HTML_TAGS = frozenset({"a", "b", "body", "code", "div", "em", "head", "html", "i", "li",
+                        "ol", "p", "pre", "script", "span", "strong", "style", "table",
+                        "td", "th", "tr", "ul"})
+_NAMED_TAG_RE = re.compile(r"""<(?P<name>[A-Za-z_][\w.\-]{0,80})>\s{0,20}[<{]""")
 # Action: get_user_details / Action Input: {...} (ReAct) and "Tool: x" lines.
 _ACTION_RE = re.compile(
     r"""^[ \t*#>-]{0,6}(?:action|tool|function|tool\s+call|calling)\s*:\s*[`'"]?"""
@@ -46,7 +63,9 @@ _CALL_RE = re.compile(
     r"""(?P<args>(?:[A-Za-z_]\w{0,40}\s*=|["'{\[]|\)))""")
 # A call expression counts only on a line of its own, in a code block, or as the whole
 # message: in running prose "call get_user_details(...)" is description, not a call.
-_LINE_LEAD_RE = re.compile(r"^[\s*\-`>#\[0-9.)]*")
+# Gemini prints its calls as ``print(default_api.NAME(...))``: the print is part of the
+# line's lead.
+_LINE_LEAD_RE = re.compile(r"^[\s*\-`>#\[0-9.)]*(?:print\(\s*)?")
 _CODE_FENCE_RE = re.compile(r"```[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
 
 
@@ -119,9 +138,25 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
             if name is None:
                 inner = _JSON_NAME_RE.search(text, m.end(), m.end() + 400)
                 name = inner.group("name") if inner else None
+                if name is None and tools:
+                    bare = _BARE_NAME_RE.match(text, m.end())
+                    name = bare.group("name") if bare else None
                 if name is None and not tools:
                     name = "<unknown>"
             add(name, "tag", m.start())
+        if tools:
+            closed: dict[str, bool] = {}  # one search for the closing tag per name
+            for m in _NAMED_TAG_RE.finditer(text):
+                name = m.group("name")
+                if name not in tools or name in _HTML_TAGS:
+                    continue
+                if name not in closed:
+                    closed[name] = f"</{name}>" in text
+                if closed[name]:
+                    add(name, "tag", m.start())
+    if "to=" in text:
+        for m in _RECIPIENT_RE.finditer(text):
+            add(m.group("name"), "tag", m.start())
     if tools and ":" in text:
         for m in _ACTION_RE.finditer(text):
             add(m.group("name"), "action", m.start())

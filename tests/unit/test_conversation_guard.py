@@ -304,6 +304,14 @@ def test_declared_kinds_and_overrides_win_over_names() -> None:
     '{"reservation_id": "A1"},\n      "id": "162875335"\n    }\n  ]\n}',
     'Tool: cancel_reservation\nreservation_id: "A1"',
     '{\n"name": "cancel_reservation",\n"arguments": "{\\"reservation_id\\": \\"A1\\"}"\n}',
+    # The formats models are trained to emit, typed into the reply: Gemini's tool code,
+    # Phi's and GLM's wrappers with the bare name, a tag named after the tool, harmony.
+    'print(default_api.cancel_reservation(reservation_id="A1"))',
+    '<|tool_call|>cancel_reservation\n{"reservation_id": "A1"}',
+    '<tool_call>cancel_reservation\n<arg_key>reservation_id</arg_key>\n'
+    '<arg_value>A1</arg_value>\n</tool_call>',
+    '<cancel_reservation>\n<reservation_id>A1</reservation_id>\n</cancel_reservation>',
+    'to=functions.cancel_reservation json\n{"reservation_id": "A1"}',
 ])
 def test_a_tool_call_written_as_text_fires(text: str) -> None:
     assert TEXT_CALL in tiers_of([user("Cancel A1."), said(text)])
@@ -316,6 +324,10 @@ def test_a_tool_call_written_as_text_fires(text: str) -> None:
     # A tool the agent does not have (the user's phone tools), or JSON that names none.
     "Please run `toggle_roaming()` on your phone.",
     '{"status": "cancelled", "reservation_id": "A1"}',
+    # A tag named after a tool that never closes is a mention, and print() of anything
+    # but a catalog tool is code.
+    "The <cancel_reservation> step comes after you confirm.",
+    'print(default_api.toggle_roaming(on=True))',
 ])
 def test_prose_and_foreign_tools_are_not_text_calls(text: str) -> None:
     assert TEXT_CALL not in tiers_of([user("Cancel A1."), said(text)])
