@@ -19,11 +19,11 @@ Nothing here is specific to one catalog: the words come from the catalog's own n
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .claims import Claim
 from .tool_kinds import BOTH, ToolKinds, name_words
-from .verbs import READ, WRITE, verb_kind
+from .verbs import EXECUTE_VERBS, READ, WRITE, verb_kind
 
 __all__ = ["ClaimMatcher"]
 
@@ -90,12 +90,23 @@ class ClaimMatcher:
             tool_words = frozenset(w for w in name_words(name) if w not in _GENERIC_WORDS)
         return frozenset(t for t in tool_words if any(_similar(w, t) for w in words))
 
-    def backed(self, claim: Claim, calls: Sequence[str]) -> bool:
-        """Whether one of the ``calls`` (tool names that ran) backs ``claim``."""
+    def backed(self, claim: Claim, calls: Sequence[str],
+               call_kinds: Mapping[str, frozenset[str] | None] | None = None) -> bool:
+        """Whether one of the ``calls`` (tool names that ran) backs ``claim``.
+
+        Args:
+            claim: The claim.
+            calls: Names of the tools that ran.
+            call_kinds: What those calls did, per tool, when their arguments told more
+                than the tool's kind (an editor that only viewed); the tool's kind else.
+        """
         fitting: list[str] = []
         words = _claim_words(claim)
+        if claim.verb in EXECUTE_VERBS:
+            return self._backs_run(words, calls, call_kinds)
         for name in dict.fromkeys(calls):
-            kinds = self.kinds.of(name)
+            kinds = (call_kinds[name] if call_kinds is not None and name in call_kinds
+                     else self.kinds.of(name))
             if kinds is None or kinds == BOTH:
                 return True  # unknown tools and command runners may do anything
             if claim.kind in kinds:
@@ -124,3 +135,18 @@ class ClaimMatcher:
                                                       for m in matched.values()):
                 return False  # the claim is about `other`, which did not run
         return True
+
+    def _backs_run(self, words: set[str], calls: Sequence[str],
+                   call_kinds: Mapping[str, frozenset[str] | None] | None) -> bool:
+        # "I ran the tests": a command runner ran a command, or a tool named for what was
+        # run ("run_tests", "search_flights" for "I ran a search"). An editor that viewed
+        # and edited did both kinds of work, yet ran nothing.
+        for name in dict.fromkeys(calls):
+            own = self.kinds.of(name)
+            did = (call_kinds[name] if call_kinds is not None and name in call_kinds
+                   else own)
+            if did is None or (did == BOTH and own in (None, BOTH)):
+                return True
+            if self._matched(name, words) - {"run"}:
+                return True
+        return False

@@ -40,6 +40,10 @@ _NOT_CLAIM_VERBS = frozenset({
     "request", "block", "lock", "switch", "pull", "look", "complete", "reject",
     "decline", "approve", "scroll", "goto", "consult", "track",
 })
+# Verbs whose -ing form describes a state, not work under way: "I'm running Claude
+# through OpenRouter", "I'm running v2.3". "I ran the tests" and "let me run them" are
+# still claims.
+_NO_ING_CLAIM_VERBS = frozenset({"run", "rerun"})
 # Multi-word verbs a reply uses for lookups.
 _PHRASAL_READ = ("look up", "look into", "look at", "look over", "look through",
                  "look it up", "look that up", "look this up", "look them up",
@@ -181,6 +185,8 @@ def _lexicon() -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]],
             base[verb] = (kind, verb)
             for form in past_forms(verb):
                 past.setdefault(form, (kind, verb))
+            if verb in _NO_ING_CLAIM_VERBS:
+                continue
             for form in ing_forms(verb):
                 ing.setdefault(form, (kind, verb))
     for phrase_base, phrase_past, phrase_ing in _PHRASAL_WRITE:

@@ -130,6 +130,11 @@ _AFTER_NOT_CLAIM_RE = re.compile(
     r"(?:message|question|request|reply|comment|prompt|feedback|point|answer|words)\b"
     r"|\s+(?:what|how|why|whether)\s+(?:you|we)\b",
     re.IGNORECASE)
+# Idioms of "run" that are no run: "I've run into a problem", "I'll run it by you",
+# "we ran out of seats", "running low".
+_RUN_IDIOM_RE = re.compile(
+    r"\s+(?:(?:it|this|that|them)\s+)?(?:into|by|across|out|low|short|late|over|away|off)\b",
+    re.IGNORECASE)
 # Content that is in this reply: "I've rewritten the function below".
 _INLINE_RE = re.compile(r"\b(?:below|above|the\s+following|in\s+this\s+(?:reply|message|"
                         r"answer|response))\b", re.IGNORECASE)
@@ -302,6 +307,8 @@ def find_claims(reply: str) -> list[Claim]:
                 continue
             after = sentence[match.end():match.end() + _WINDOW]
             if _AFTER_NOT_CLAIM_RE.match(after) or _INLINE_RE.search(after):
+                continue
+            if verb in ("run", "rerun") and _RUN_IDIOM_RE.match(after):
                 continue
             if time == DONE and which == "past" and not re.match(
                     r"\s*(?:i|we)\b", match.group(), re.IGNORECASE) and \

@@ -207,7 +207,7 @@ class ConversationDetector:
         verdicts: list[ReplyVerdict] = []
         for position, message in enumerate(conv.messages):
             if conv.turn_bounds(position)[0] != turn.start:
-                turn = turn.next(conv, position)
+                turn = turn.next(conv, position, catalog.kinds)
             if message.role in ("system", "user", "tool"):
                 if message.role == "tool":
                     # Only a new result is progress: the same error again, or the
@@ -244,8 +244,7 @@ class ConversationDetector:
         turn_calls = turn.calls
         findings: list[Finding] = []
         if run & {names.TIER_ACTION, names.TIER_READ}:
-            findings += [f for f in self._claims(text, catalog, turn_calls,
-                                                 turn.earlier_calls) if f.tier in run]
+            findings += [f for f in self._claims(text, catalog, turn) if f.tier in run]
         if names.TIER_TEXT_TOOL_CALL in run:
             called = {c.name for c in message.calls}
             typed = [t for t in find_text_tool_calls(text, catalog.names)
@@ -290,14 +289,13 @@ class ConversationDetector:
         return catalog
 
     @staticmethod
-    def _claims(text: str, catalog: _Catalog, turn_calls: Sequence[str],
-                earlier_calls: Sequence[str]) -> list[Finding]:
+    def _claims(text: str, catalog: _Catalog, turn: _TurnState) -> list[Finding]:
         unbacked: dict[str, list[str]] = {}
         for claim in find_claims(text):
-            if catalog.matcher.backed(claim, turn_calls):
+            if catalog.matcher.backed(claim, turn.calls, turn.call_kinds):
                 continue
             if claim.time == DONE and not claim.fresh and catalog.matcher.backed(
-                    claim, earlier_calls):
+                    claim, turn.earlier_calls, turn.earlier_call_kinds):
                 continue  # a true report of work done in an earlier turn
             tier = names.TIER_READ if claim.kind == READ else names.TIER_ACTION
             unbacked.setdefault(tier, []).append(claim.phrase)
@@ -312,18 +310,40 @@ class _TurnState:
     start: int = -1
     calls: tuple[str, ...] = ()
     earlier_calls: tuple[str, ...] = ()
+    # What the calls of each tool did, read from their arguments (an editor that only
+    # viewed reads); None: may have done anything.
+    call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    earlier_call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
     write_amounts: list[float] = field(default_factory=list)
     earlier_write_amounts: list[float] = field(default_factory=list)
 
-    def next(self, conv: Conversation, position: int) -> _TurnState:
+    def next(self, conv: Conversation, position: int, kinds: ToolKinds) -> _TurnState:
         """The state of the turn that starts at ``position``."""
         start, end = conv.turn_bounds(position)
+        calls = conv.agent_calls(start, end)
+        call_kinds: dict[str, frozenset[str] | None] = {}
+        for _, call in calls:
+            _add_kinds(call_kinds, call.name, kinds.of_call(call.name, call.arguments))
+        earlier_call_kinds = dict(self.earlier_call_kinds)
+        for name, found in self.call_kinds.items():
+            _add_kinds(earlier_call_kinds, name, found)
         return _TurnState(
             start=start,
-            calls=tuple(dict.fromkeys(c.name for _, c in conv.agent_calls(start, end))),
+            calls=tuple(dict.fromkeys(c.name for _, c in calls)),
             earlier_calls=tuple(dict.fromkeys((*self.earlier_calls, *self.calls))),
+            call_kinds=call_kinds, earlier_call_kinds=earlier_call_kinds,
             earlier_write_amounts=(self.earlier_write_amounts
                                    + self.write_amounts)[-_MAX_WRITE_AMOUNTS:])
+
+
+def _add_kinds(into: dict[str, frozenset[str] | None], name: str,
+               found: frozenset[str] | None) -> None:
+    # Several calls of one tool did the union of what each did; unknown absorbs all.
+    if name not in into:
+        into[name] = found
+    else:
+        known = into[name]
+        into[name] = None if known is None or found is None else known | found
 
 
 @functools.cache

@@ -16,19 +16,25 @@ when a tool of the matching kind ran. Real catalogs name their tools after the w
 A tool none of these classifies gets no kind. Such a tool still ran, and the guards treat
 it as able to back either kind of claim: not knowing what a tool does is no evidence
 that a claim about it is false.
+
+One call can say more than its tool: an editor or shell whose arguments name the
+operation (``{"command": "view"}``, ``{"command": "grep -rn foo ."}``) did that operation
+and nothing else, so :meth:`ToolKinds.of_call` reads the kind of that call from its
+command when the command starts with a verb, unless the tool's kind was declared.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import GuardInputError
 from .verbs import EXECUTE_TOOL_WORDS, READ, WRITE, verb_kind
 from .verbs import NEUTRAL as NEUTRAL_KIND
 
-__all__ = ["BOTH", "NEUTRAL", "ToolKinds", "kind_from_text", "name_words"]
+__all__ = ["BOTH", "NEUTRAL", "ToolKinds", "command_kind", "kind_from_text", "name_words"]
 
 BOTH: frozenset[str] = frozenset({READ, WRITE})
 NEUTRAL: frozenset[str] = frozenset()
@@ -42,6 +48,12 @@ _DESCRIPTION_WORD_RE = re.compile(r"[A-Za-z]+")
 _DESCRIPTION_FILLER = frozenset({"use", "this", "tool", "the", "to", "a", "an", "it",
                                  "will", "can", "you", "function", "that", "for", "which",
                                  "helps", "allows", "lets", "used", "is", "and"})
+# Argument keys that name the operation of a multi-purpose tool (an editor's "view" or
+# "str_replace", a shell's command line).
+_COMMAND_KEYS = ("command", "action", "operation", "op", "mode")
+# Arguments longer than this are not parsed for a command (an edit's whole file body).
+_MAX_ARGUMENT_CHARS = 64 * 1024
+_COMMAND_PART_RE = re.compile(r"[_\-]")
 
 
 def name_words(name: str) -> list[str]:
@@ -99,6 +111,44 @@ def kind_from_text(name: str, description: str = "") -> frozenset[str] | None:
     return None
 
 
+def command_kind(command: str) -> frozenset[str] | None:
+    """The kinds of one command line or editor operation; None when its first word tells
+    nothing.
+
+    Only the program (the first word) counts: ``grep -rn x`` reads, ``str_replace`` and
+    ``submit`` write, ``python3 x.py`` may do anything; ``git log`` or ``cat`` tell
+    nothing (None), so the tool's own kind stands.
+    """
+    stripped = command.strip()
+    if not stripped:
+        return None
+    program = stripped.split(None, 1)[0].lower().rsplit("/", 1)[-1]
+    parts = [p for p in _COMMAND_PART_RE.split(program) if p]
+    if any(p.rstrip("0123456789.") in EXECUTE_TOOL_WORDS for p in parts):
+        return BOTH
+    for part in parts:
+        found = _kinds_of(verb_kind(part))
+        if found is not None:
+            return found
+    return None
+
+
+def _command_of(arguments: str) -> str | None:
+    if not arguments or len(arguments) > _MAX_ARGUMENT_CHARS or '"' not in arguments:
+        return None
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    for key in _COMMAND_KEYS:
+        value = parsed.get(key)
+        if isinstance(value, str):
+            return value[:200]
+    return None
+
+
 @dataclass(frozen=True)
 class ToolKinds:
     """Kinds of the tools of one catalog, by name.
@@ -108,6 +158,7 @@ class ToolKinds:
     """
 
     kinds: Mapping[str, frozenset[str] | None]
+    declared: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def from_catalog(cls, specs: Iterable[tuple[str, str, str | None]],
@@ -123,18 +174,35 @@ class ToolKinds:
             GuardInputError: an override names an unknown kind.
         """
         kinds: dict[str, frozenset[str] | None] = {}
+        declared_names: set[str] = set()
         for name, description, declared in specs:
-            kinds[name] = (_kinds_of(declared) if declared in (READ, WRITE)
-                           else kind_from_text(name, description))
+            if declared in (READ, WRITE):
+                kinds[name] = _kinds_of(declared)
+                declared_names.add(name)
+            else:
+                kinds[name] = kind_from_text(name, description)
         for name, value in (overrides or {}).items():
             kinds[name] = _override(name, value)
-        return cls(kinds)
+            declared_names.add(name)
+        return cls(kinds, frozenset(declared_names))
 
     def of(self, name: str) -> frozenset[str] | None:
         """The kinds of tool ``name``: from the catalog, else from its name alone."""
         if name in self.kinds:
             return self.kinds[name]
         return kind_from_text(name)
+
+    def of_call(self, name: str, arguments: str) -> frozenset[str] | None:
+        """The kinds of one call of ``name`` with ``arguments`` (JSON text): its command's
+        kind when the arguments name one that tells (see :func:`command_kind`) and the
+        tool's kind was not declared, else the tool's."""
+        if name not in self.declared:
+            command = _command_of(arguments)
+            if command is not None:
+                found = command_kind(command)
+                if found is not None:
+                    return found
+        return self.of(name)
 
     def backs(self, name: str, kind: str) -> bool:
         """Whether a run of tool ``name`` can back a claim of ``kind`` (read/write)."""

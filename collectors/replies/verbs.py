@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXECUTE_TOOL_WORDS", "NEUTRAL", "NEUTRAL_VERBS", "READ", "READ_VERBS", "WRITE",
+__all__ = ["EXECUTE_TOOL_WORDS", "EXECUTE_VERBS", "NEUTRAL", "NEUTRAL_VERBS", "READ", "READ_VERBS", "WRITE",
            "WRITE_VERBS", "ing_forms", "past_forms", "verb_kind"]
 
 READ: Final = "read"
@@ -33,11 +33,17 @@ WRITE_VERBS: Final = frozenset({
     "patch", "pay", "place", "post", "process", "publish", "push", "reactivate", "reboot",
     "rebook", "rebuild", "record", "redeploy", "refactor", "refund", "refuel", "register",
     "reinstall", "reject", "release", "remove", "rename", "reopen", "replace", "request",
-    "reschedule", "reserve", "reset", "restart", "restore", "resume", "revoke", "rewrite",
+    "rerun", "reschedule", "reserve", "reset", "restart", "restore", "resume", "revoke",
+    "rewrite", "run",
     "save", "schedule", "send", "set", "ship", "submit", "subscribe", "suspend", "switch",
     "terminate", "toggle", "transfer", "trigger", "unblock", "unlock", "unsubscribe",
     "update", "upgrade", "upload", "waive", "write",
 })
+
+# Verbs of running something ("I ran the tests", "let me execute the migration"): the
+# claim is about a run, so an editor's write does not back it; a command runner does, or a
+# tool named for what was run (``run_tests``, ``deploy_service``).
+EXECUTE_VERBS: Final = frozenset({"run", "rerun", "execute", "launch", "invoke", "trigger"})
 
 # Verbs that look something up without changing it.
 READ_VERBS: Final = frozenset({
@@ -78,6 +84,7 @@ _IRREGULAR: Final = {
     "reset": ("reset", "reset", "resetting"),
     "write": ("wrote", "written", "writing"),
     "run": ("ran", "run", "running"),
+    "rerun": ("reran", "rerun", "rerunning"),
     "put": ("put", "put", "putting"),
     "make": ("made", "made", "making"),
     "do": ("did", "done", "doing"),

@@ -26,7 +26,7 @@ from guardtrace.collectors.replies.conversation_guard import (
 )
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.replies.grounding import result_amounts
-from guardtrace.collectors.replies.tool_kinds import ToolKinds, kind_from_text
+from guardtrace.collectors.replies.tool_kinds import ToolKinds, command_kind, kind_from_text
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 
@@ -285,6 +285,78 @@ def test_declared_kinds_and_overrides_win_over_names() -> None:
     assert verdict.tiers == (ACTION,)
     with pytest.raises(GuardInputError, match="tool kind for 'x'"):
         ToolKinds.from_catalog((), {"x": "sometimes"})
+
+
+# An editor and a shell in Anthropic's shape, as coding agents hold them.
+CODING = [
+    {"name": "str_replace_based_edit_tool", "description": "View, create and edit files.",
+     "input_schema": {"type": "object"}},
+    {"name": "bash", "description": "Run commands in a bash shell.",
+     "input_schema": {"type": "object"}},
+]
+
+
+def _coding_turn(reply: str, *calls: tuple[str, dict[str, Any]]) -> tuple:
+    messages: list[dict[str, Any]] = [user("parse_date fails on empty strings; fix it.")]
+    for i, (name, arguments) in enumerate(calls):
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{i}", "name": name, "input": arguments}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok"}]})
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": reply}]})
+    return tiers_of(messages, CODING)
+
+
+VIEW = ("str_replace_based_edit_tool", {"command": "view", "path": "utils.py"})
+EDIT = ("str_replace_based_edit_tool", {"command": "str_replace", "path": "utils.py",
+                                        "old_str": "a", "new_str": "b"})
+
+
+def test_what_a_call_did_comes_from_its_command() -> None:
+    # The editor writes, but a call that only viewed backs no fix.
+    assert _coding_turn("I've fixed parse_date.", VIEW) == (ACTION,)
+    assert _coding_turn("I've fixed parse_date.", VIEW, EDIT) == ()
+    # A shell that only searched did no edit; one that ran a script may have.
+    assert _coding_turn("I've fixed parse_date.", ("bash", {"command": "grep -rn x ."})) == (
+        ACTION,)
+    assert _coding_turn("I've fixed parse_date.", ("bash", {"command": "python fix.py"})) == ()
+
+
+def test_a_run_is_backed_by_a_runner_not_by_an_edit() -> None:
+    assert _coding_turn("I've updated it and I ran the tests: all pass.", VIEW, EDIT) == (
+        ACTION,)
+    assert _coding_turn("I ran the tests: all pass.", EDIT,
+                        ("bash", {"command": "pytest -q"})) == ()
+    # A tool named for what was run backs the run.
+    messages = [user("Flights to Paris?"), called("search_direct_flight"),
+                result("search_direct_flight", []), said("I ran a search: nothing direct.")]
+    assert tiers_of(messages) == ()
+
+
+def test_a_declared_kind_wins_over_the_command() -> None:
+    declared = [dict(CODING[0], annotations={"readOnlyHint": False})]
+    assert _coding_turn("I've fixed parse_date.", VIEW) == (ACTION,)
+    messages: list[dict[str, Any]] = [
+        user("Fix it."),
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t0",
+                                           "name": "str_replace_based_edit_tool",
+                                           "input": {"command": "view"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0",
+                                      "content": "ok"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "I've fixed it."}]}]
+    assert tiers_of(messages, declared) == ()
+
+
+@pytest.mark.parametrize(("command", "kinds"), [
+    ("view", {"read"}), ("str_replace", {"write"}), ("undo_edit", {"write"}),
+    ("grep -rn parse_date .", {"read"}), ("/usr/bin/find . -name x", {"read"}),
+    ("python3 reproduce.py", {"read", "write"}), ("submit", {"write"}),
+    # The program's name tells nothing: the tool's own kind stands.
+    ("git log --oneline", None), ("cat utils.py", None), ("", None),
+])
+def test_command_kind(command: str, kinds: set[str] | None) -> None:
+    found = command_kind(command)
+    assert (None if found is None else set(found)) == kinds
 
 
 # --- tool calls typed as text ------------------------------------------------------------
