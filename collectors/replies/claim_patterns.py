@@ -260,11 +260,16 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
         rf"\blet\s+me{_ADV}\s+(?:proceed|process|complete|finalize|initiate|handle|make)\s+"
         rf"(?:with\s+)?(?:the\s+|your\s+|this\s+|that\s+)?(?:\w+\s+){{0,2}}?(?P<n>{nouns})\b",
     ]
+    # "The cancellation went through", "your refund was successful": the work named by
+    # its noun, reported done. Not "is confirmed": a record's status reads that way.
+    finished = (rf"\b(?P<n>{nouns})(?:\s+request)?\s+(?:went\s+through|has\s+gone\s+through|"
+                rf"was\s+successful|is\s+(?:now\s+)?complete|has\s+(?:now\s+)?been\s+completed)\b")
     # List items without a subject: "- **Checked bag:** 1 checked bag added",
-    # "- Upgraded to business class". Writes only: "checked bag" is not a check.
-    fragment = (rf"^[ \t]*(?:[-*•]|\d+[.)])[ \t]*(?:\*\*[^*\n]{{1,40}}\*\*:?[ \t]*|"
-                rf"[A-Za-z ]{{1,30}}:[ \t]*)?(?:[\w$.,]+[ \t]+){{0,4}}?(?P<v>{p})\b"
-                rf"(?=[ \t]*(?:$|\(|to\b|with\b|for\b|on\b|in\b|from\b|successfully\b))")
+    # "- Upgraded to business class", "✅ Order cancelled". Writes only: "checked bag" is
+    # not a check.
+    fragment = (rf"^[ \t]*(?:[-*•✅✔☑✓]\ufe0f?|\d+[.)])[ \t]*(?:\*\*[^*\n]{{1,40}}\*\*:?[ \t]*|"
+                rf"[A-Za-z ]{{1,30}}:[ \t]*)?(?:[\w$.,#]+[ \t]+){{0,4}}?(?P<v>{p})\b"
+                rf"(?=[ \t]*(?:[.!]?[ \t]*$|\(|to\b|with\b|for\b|on\b|in\b|from\b|successfully\b))")
     # Each pattern with the words one of which its matches contain (a reply without any
     # of them skips the pattern: a substring test in C, against a regex scan), and the
     # literals its matches start with (the pattern is then tried only where one occurs,
@@ -287,8 +292,10 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     out += [(re.compile(x, flags), t, "work", needs,
              starts_subject if x.startswith(_I_AM) else None)
             for x, t, needs in _WORK_PATTERNS]
-    out.append((re.compile(fragment, flags), DONE, "fragment", ("-", "*", "•", ".", ")"),
-                LINE_STARTS))
+    out.append((re.compile(fragment, flags), DONE, "fragment",
+                ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
+    out.append((re.compile(finished, flags), DONE, "noun",
+                ("through", "successful", "complete"), None))
     out += [(re.compile(x, flags), NOW, "now", needs, starts)
             for x, (needs, starts) in zip(now, now_hints, strict=True)]
     out += [(re.compile(proceed[0], flags), NOW, "noun", proceed_needs, starts_subject),

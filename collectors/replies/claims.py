@@ -82,6 +82,10 @@ _NEGATION_RE = re.compile(r"\b(?:not|never|no\s+longer|cannot|can['’]t|couldn[
 _EMBEDDED_RE = re.compile(r"\b(?:ensure|make\s+sure|verify|confirm|check|see|whether|if|"
                           r"glad|happy|hear|hope|seems?|appears?|looks?\s+like|sounds?\s+"
                           r"like|noted|understand)\b", re.IGNORECASE)
+# "after the booking has been completed": a clause of time or condition around a
+# finished-work noun says when, not that it happened.
+_SUBORDINATE_RE = re.compile(r"\b(?:after|before|once|until|when|whenever|unless|since|if)"
+                             r"\s+(?:(?:the|your|a|an|this|that|my|our)\s+)?$", re.IGNORECASE)
 # Reading a policy or the rules needs no tool: it is in the system prompt.
 _NO_TOOL_READ_RE = re.compile(r"\b(?:polic(?:y|ies)|rules?|guidelines?|terms|eligib\w*|"
                               r"conditions?)\b(?!\s+(?:handbook|document|file|page|pdf|doc|"
@@ -125,7 +129,8 @@ _AFTER_NOT_CLAIM_RE = re.compile(
     # as a request"), the conversation itself as the object ("read your message").
     r"\s+on\s+(?:your|that|this|what|top\s+of)\b"
     r"|\s+in\b(?!\s+(?:the|your|our|my|to)\b)"
-    r"|\s+(?:(?:this|that|it|you|your\s+\w+|the\s+\w+)\s+)?as\b"
+    r"|\s+(?:(?:this|that|it|you|your\s+\w+|the\s+\w+)\s+)?as\b(?!\s+(?:requested|asked|"
+    r"discussed|agreed|instructed|planned|promised|confirmed|you\s+(?:asked|requested)))"
     r"|\s+(?:(?:your|this|the|that|my)\s+)?(?:(?:last|previous|earlier|original)\s+)?"
     r"(?:message|question|request|reply|comment|prompt|feedback|point|answer|words)\b"
     r"|\s+(?:what|how|why|whether)\s+(?:you|we)\b",
@@ -172,6 +177,7 @@ def sentences(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m.group()) for m in _SENTENCE_RE.finditer(text) if m.group().strip()]
 
 
+_CHECK_MARKS = "✅✔☑✓"
 # Participles that name a record's state in a listing ("Payment: paid with a gift card",
 # "Status: booked"), not work just done.
 _STATUS_VERBS = frozenset({"pay", "book", "reserve", "schedule", "charge", "create",
@@ -293,7 +299,11 @@ def find_claims(reply: str) -> list[Claim]:
             kind, verb = found
             if which == "ing" and kind == WRITE:
                 continue  # "after enabling roaming, ..." is often the user's doing
-            if which == "fragment" and (kind != WRITE or verb in _STATUS_VERBS
+            # A check mark reports work done ("✅ Order cancelled"); a bare list item
+            # with a status participle may only describe a record.
+            checked = which == "fragment" and match.group().lstrip()[:1] in _CHECK_MARKS
+            if which == "fragment" and (kind != WRITE or (verb in _STATUS_VERBS
+                                                          and not checked)
                                         or _status_value(match)):
                 continue
             # The words around the claim, in bounded windows: a sentence with many
@@ -313,6 +323,8 @@ def find_claims(reply: str) -> list[Claim]:
             if time == DONE and which == "past" and not re.match(
                     r"\s*(?:i|we)\b", match.group(), re.IGNORECASE) and \
                     _EMBEDDED_RE.search(before):
+                continue
+            if which == "noun" and time == DONE and _SUBORDINATE_RE.search(before):
                 continue
             if kind == READ and _NO_TOOL_READ_RE.search(
                     lowered[match.start():match.end() + _WINDOW]):

@@ -100,6 +100,9 @@ _IRREGULAR: Final = {
     "drop": ("dropped", "dropped", "dropping"),
     "refuel": ("refueled", "refueled", "refueling"),
     "cancel": ("cancelled", "cancelled", "cancelling"),
+    "transfer": ("transferred", "transferred", "transferring"),
+    "skim": ("skimmed", "skimmed", "skimming"),
+    "format": ("formatted", "formatted", "formatting"),
 }
 # Spelling variants that are also past forms ("canceled" beside "cancelled").
 _VARIANTS: Final = {"cancel": ("canceled", "canceling"), "refuel": ("refuelled", "refuelling")}

@@ -160,6 +160,14 @@ def test_unreadable_conversations_are_refused_with_the_position(messages: Any,
     ("Please hold on while I look that up.", "read", NOW),
     ("I'll proceed with the cancellation now.", "write", NOW),
     ("Still working on it.", "write", NOW),
+    # The shapes other models report in: a check mark, the work's noun, "as requested",
+    # "transferred" (its doubled consonant), a run.
+    ("✅ Order #W123 cancelled.", "write", DONE),
+    ("The cancellation went through.", "write", DONE),
+    ("I have cancelled the order as requested.", "write", DONE),
+    ("I've transferred you to a human agent.", "write", DONE),
+    ("I ran the test suite.", "write", DONE),
+    ("Let me run the tests.", "write", NOW),
 ])
 def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> None:
     (claim,) = find_claims(text)
@@ -184,6 +192,11 @@ def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> No
     "I've rewritten the function below:",
     # Quoted words are not said.
     'You wrote "I have cancelled it".',
+    # A record's status, a clause of time, the idioms of "run".
+    "- Status: cancelled",
+    "I can't add insurance after the booking has been completed.",
+    "I'm running Claude through OpenRouter.",
+    "We ran out of seats on that flight.",
 ])
 def test_offers_conditions_and_reports_are_not_claims(text: str) -> None:
     assert find_claims(text) == []
