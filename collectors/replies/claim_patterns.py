@@ -264,6 +264,17 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     # its noun, reported done. Not "is confirmed": a record's status reads that way.
     finished = (rf"\b(?P<n>{nouns})(?:\s+request)?\s+(?:went\s+through|has\s+gone\s+through|"
                 rf"was\s+successful|is\s+(?:now\s+)?complete|has\s+(?:now\s+)?been\s+completed)\b")
+    # A result credited to a lookup: "according to our records", "based on my search",
+    # "my search shows", "looking at your order". The rules and the policy are in the
+    # prompt, not behind a tool, so they are no source here.
+    cited = (r"\b(?:according\s+to|based\s+on|per)\s+(?:our|your|the|my)\s+"
+             r"(?:(?:latest|current|updated)\s+)?(?P<v>records?|system|database|search|lookup|"
+             r"account\s+(?:details|records?|information)|(?:order|reservation|booking|"
+             r"account)\s+(?:details|history|records?))\b"
+             r"|\b(?:my|the|our)\s+(?P<w>search|lookup|check)\s+(?:shows|showed|found|"
+             r"returned|indicates|indicated|reveals|revealed|confirms|confirmed)\b"
+             r"|(?:^|(?<=[.!?]\s))looking\s+at\s+(?:your|the)\s+(?P<x>order|account|"
+             r"reservation|booking|records?|profile|details)\b")
     # List items without a subject: "- **Checked bag:** 1 checked bag added",
     # "- Upgraded to business class", "✅ Order cancelled". Writes only: "checked bag" is
     # not a check.
@@ -294,6 +305,9 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
             for x, t, needs in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment",
                 ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
+    out.append((re.compile(cited, flags), DONE, "cite",
+                ("according", "based", "per ", "shows", "showed", "found", "returned",
+                 "indicat", "reveal", "confirm", "looking"), None))
     out.append((re.compile(finished, flags), DONE, "noun",
                 ("through", "successful", "complete"), None))
     out += [(re.compile(x, flags), NOW, "now", needs, starts)
@@ -307,6 +321,8 @@ def lookup_verb(form: str, which: str) -> tuple[str, str] | None:
     """``(kind, lemma)`` of the verb (or action noun) a pattern of family ``which``
     matched, or None when it is no claim verb."""
     key = _norm(form)
+    if which == "cite":
+        return READ, "check"  # a result credited to a lookup claims the lookup
     if which == "work":
         return WRITE, key.split()[0]
     if which == "noun":

@@ -292,7 +292,8 @@ def find_claims(reply: str) -> list[Claim]:
             if lowered is None:
                 lowered = lowered_parts[i] = sentence.lower()
             match = _Relative(whole, offset, sentence)
-            form = match.group("n") if which == "noun" else match.group("v")
+            form = (match.group("n") if which == "noun" else
+                    whole.group(0) if which == "cite" else match.group("v"))
             found = lookup_verb(form, which)
             if found is None:
                 continue
