@@ -6,8 +6,10 @@ value found in none of them, and not arithmetic on values found there (a sum of 
 a refund that is a difference, a fare times the passengers), was made up.
 
 Values checked: money amounts, identifier-like codes (letters and digits together:
-``HAT227``, ``M05KNL``, ``credit_card_4421486``) and clock times. Other numbers are too
-often counts, years or estimates said as such to be judged without reading.
+``HAT227``, ``M05KNL``, ``credit_card_4421486``; or a run of 8 digits or more: an order,
+item or tracking number) and clock times. Other numbers are too often counts, years or
+estimates said as such to be judged without reading; an amount said as an estimate
+("about $46") needs only a seen amount it rounds.
 
 Everything here is a single regex pass or a set lookup: linear in the reply and the
 conversation.
@@ -169,9 +171,20 @@ def _code_candidates(text: str) -> list[str]:
 _UNIT_RE = re.compile(r"\d+(?:GB|MB|KB|TB|G|FA|K|M|X|AM|PM|ST|ND|RD|TH)|V\d+|[A-Z]\d")
 
 
+# Digit runs this long are ids (order, item, tracking numbers), not counts or years.
+_MIN_DIGIT_CODE = 8
+# "about $46", "roughly $1,200": an estimate, checked against the seen amounts it rounds.
+_ESTIMATE_RE = re.compile(r"(?:about|approximately|approx\.?|around|roughly|nearly|almost|"
+                          r"~|just\s+(?:over|under)|more\s+than|less\s+than|up\s+to)\s*$",
+                          re.IGNORECASE)
+_ESTIMATE_SHARE = 0.05
+
+
 def _is_code(word: str) -> bool:
     if not _MIN_CODE <= len(word) <= _MAX_CODE:
         return False
+    if word.isdigit():
+        return len(word) >= _MIN_DIGIT_CODE
     return bool(_CODE_RE.fullmatch(word)) and not _UNIT_RE.fullmatch(word)
 
 
@@ -253,6 +266,14 @@ class Grounds:
         if self._read_numbers < len(self._texts):
             self._read_new_numbers()
         return any(form in self._numbers for form in _digit_forms(value))
+
+    def rounds(self, value: float) -> bool:
+        """Whether a seen number is within an estimate's reach of ``value`` (5%, at
+        least 1): "about $46" for 45.99."""
+        if self._read_numbers < len(self._texts):
+            self._read_new_numbers()
+        reach = max(1.0, _ESTIMATE_SHARE * abs(value))
+        return any(abs(abs(x) - abs(value)) <= reach for x in self._recent)
 
     def derivable(self, value: float, extra: Sequence[float] = (),
                   before: Sequence[float] = ()) -> bool:
@@ -388,8 +409,14 @@ def find_ungrounded(reply: str, grounds: Grounds,
     found = [(written, v) for written, digits in _money(reply, _MAX_VALUES)
              if (v := _number(digits)) is not None]
     amounts = [v for _, v in found]
+    at = 0
+    money_digits = set()
     for i, (written, value) in enumerate(found):
+        at = max(reply.find(written, at), at)
+        money_digits.add(written.lstrip("$€£USD ").replace(",", ""))
         if value == 0:
+            continue
+        if _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(value):
             continue
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
@@ -397,7 +424,7 @@ def find_ungrounded(reply: str, grounds: Grounds,
         if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(written, UngroundedValue("money", written))
     for word in _code_candidates(reply):
-        if word.lower() in skip or not _is_code(word):
+        if word.lower() in skip or word in money_digits or not _is_code(word):
             continue
         if not grounds.has_word(word.lower()):
             out.setdefault(word, UngroundedValue("code", word))

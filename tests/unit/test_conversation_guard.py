@@ -452,6 +452,8 @@ def _booked(reply: str) -> tuple:
     "Booked! Your reservation ID is HATHAT, paid with credit_card_4421486.",
     "The fares are $152 and $103, $255 per passenger; $510 has been charged in total.",
     "The refund of $255 per passenger will follow; an extra bag is $50. It departs at 7:00 PM.",
+    # An estimate needs only an amount it rounds; a long number the result gave is seen.
+    "That is about $150 per seat, card 4421486 on file.",
 ])
 def test_values_from_results_users_and_the_policy_are_grounded(reply: str) -> None:
     assert _booked(reply) == ()
@@ -462,6 +464,10 @@ def test_values_from_results_users_and_the_policy_are_grounded(reply: str) -> No
     ("The total came to $1,818 for both of you.", "$1,818"),
     ("It departs at 11:45 AM.", "11:45 AM"),
     ("$300 has been charged to your card.", "$300"),  # the result charged 510
+    # A run of 8 digits or more is an id (order, item, tracking number), and an estimate
+    # still needs an amount near it.
+    ("Your tracking number is 843102937199.", "843102937199"),
+    ("That comes to about $900.", "$900"),
 ])
 def test_values_no_source_gave_are_ungrounded(reply: str, value: str) -> None:
     assert _booked(reply) == (UNGROUNDED,)
