@@ -158,14 +158,17 @@ DEFAULT_PATTERNS: tuple[CriticalityPattern, ...] = (
         rf"(?:^|[.!?;:\n]|\b{_ASK}\s)[ \t]{{0,3}}spell\s(?:out\s|back\s)?{_WORD_REF}",
         _V, 0.9,
         anchors=("spell",)),
-    # "the 3rd letter of", "last two letters in", "whose first letter is 'b'".
+    # "the 3rd letter of", "last two letters in", "whose first letter is 'b'", "the third
+    # character in 'pneumonia'" (a character of a quoted word: "the first character of my
+    # password" is form filling).
     _pattern(
         "spelling",
         rf"\b{_ORDINAL}\s(?:{_SMALL_NUMBER}\s)?letters?\s(?:of\b|in\b"
         rf"|(?:is|are|being|should\sbe|must\sbe)\s(?:the\sletter\s|an?\s)?"
-        rf"(?:{_QUOTED_LETTERS}|[a-z]{_LETTER_END}|vowel|consonant))",
+        rf"(?:{_QUOTED_LETTERS}|[a-z]{_LETTER_END}|vowel|consonant))"
+        rf"|\b{_ORDINAL}\s(?:{_SMALL_NUMBER}\s)?characters?\s(?:of|in)\s{_QUOTED_WORD}",
         _V, 0.9,
-        anchors=("letter",)),
+        anchors=("letter", "character")),
     # -- counting: letters, vowels, syllables or words in a given text -----------------
     # "how many letters are in strawberry", "how many vowels does 'queue' have", "how many
     # words are in this sentence"; not "how many characters can a tweet have", "how many
@@ -213,7 +216,9 @@ DEFAULT_PATTERNS: tuple[CriticalityPattern, ...] = (
     # "contains a Z", "contain the letter 'r'", "doesn't contain an E".
     _pattern(
         "containment",
-        rf"\bcontain(?:s|ing|ed)?\s(?:the\s|an?\s|any\s|no\s|only\s)?{_LETTER}",
+        rf"\bcontain(?:s|ing|ed)?\s(?:the\s|an?\s|any\s|no\s|only\s)?{_LETTER}"
+        # "does 'banana' contain two n's": a count of one letter.
+        rf"|\bcontain(?:s|ing|ed)?\s(?:exactly\s|only\s)?{_SMALL_NUMBER}\s{_COUNTED_LETTER}",
         _V, 0.85,
         anchors=("contain",)),
     # "starts with Q", "end in the letter y", "start and end with the same letter",
@@ -261,7 +266,10 @@ DEFAULT_PATTERNS: tuple[CriticalityPattern, ...] = (
         rf"\b(?:longest|shortest|longer|shorter)\s(?:\w{{1,20}}\s)?{_WORD_NOUN}\b"
         rf"|\bwhich\s(?:word|name)\s(?:is|was)\s(?:the\s)?(?:longer|shorter|longest|shortest)\b"
         rf"|{_QUOTED_WORD}\s(?:is\s)?(?:longer|shorter)\sthan\b"
-        rf"|\b(?:longer|shorter)\sthan\s{_QUOTED_WORD}",
+        rf"|\b(?:longer|shorter)\sthan\s{_QUOTED_WORD}"
+        # "which is longer, 'elephant' or 'hippopotamus'": single quoted words compared.
+        rf"|\b(?:which|what)\s(?:one\s)?is\s(?:the\s)?(?:longer|shorter|longest|shortest)\b"
+        rf"[^?.!\n]{{0,20}}?{_OPEN}[a-z]{{2,30}}{_CLOSE}",
         _V, 0.85,
         anchors=("longe", "shorte")),
     # A length in letters: "7-letter word", "9 letters long", "exactly 5 letters", "sort
@@ -272,6 +280,9 @@ DEFAULT_PATTERNS: tuple[CriticalityPattern, ...] = (
         rf"|\b(?:{_SMALL_NUMBER}|many)\s{_LETTER_UNITS}\slong\b"
         rf"|\b(?:exactly|only|at\sleast|at\smost|more\sthan|fewer\sthan|less\sthan|with)\s"
         rf"{_SMALL_NUMBER}\s{_LETTER_UNITS}\b(?!\s(?:of|to|from|for)\b)"
+        # "a country whose name has 5 letters"; a word's length, not the alphabet's 26.
+        rf"|\b(?:has|have)\s(?:[1-9]|1[0-5]|one|two|three|four|five|six|seven|eight|nine"
+        rf"|ten|eleven|twelve)\s{_LETTER_UNITS}\b(?!\s(?:of|to|from|for)\b)"
         rf"|\b(?:words|names)\b[^.?!\n]{{0,30}}?\bby\s(?:their\s)?number\sof\sletters",
         _V, 0.85,
         anchors=("letter", "vowel", "consonant", "syllable")),
@@ -298,7 +309,8 @@ DEFAULT_PATTERNS: tuple[CriticalityPattern, ...] = (
         "wordplay",
         rf"(?:\bspel(?:l|ls|led|lt|t|ling)?\b|{_QUOTED_WORD})[^.?!\n]{{0,40}}?"
         rf"\b(?:backwards?|reversed|in\sreverse)\b"
-        rf"|\b(?:strings?|letters|characters|words?|names?|sentences?|phrases?|texts?)\s"
+        rf"|\b(?:strings?|letters|characters|words?|names?|sentences?|phrases?|texts?"
+        rf"|alphabet)\s"
         rf"(?:(?!was\b|were\b|is\b|are\b|been\b|got\b|be\b)\w{{1,20}}\s)?"
         rf"(?:backwards?|reversed|in\sreverse)\b"
         rf"|\brevers(?:e|ed|ing)\s(?:the\s|this\s|that\s|these\s)?(?:{_QUOTED_WORD}"

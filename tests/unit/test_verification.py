@@ -90,6 +90,13 @@ _FAMILY_CASES = [
     ("how many Rs in strawbery", "counting", VERIFY),
     ("Count the number of l in parallel", "counting", VERIFY),  # a bare letter counted
     ("How many words are in this sentence: the cat sat on the mat?", "counting", VERIFY),
+    # A character of a quoted word, a count of one letter, single words compared, the
+    # alphabet reversed, a length the question gives.
+    ("What's the third character in 'pneumonia'?", "spelling", VERIFY),
+    ("Does 'banana' contain two n's?", "containment", VERIFY),
+    ("Which is longer, 'elephant' or 'hippopotamus'?", "length", VERIFY),
+    ("Write the alphabet backwards.", "wordplay", VERIFY),
+    ("Is there a country whose name ends in 'stan' and has 5 letters?", "length", VERIFY),
 ]
 
 
@@ -144,6 +151,11 @@ _QUIET_CASES = [
     "I'll go with option B.",
     "Let's start with A.",
     "You are given a dataset with variables including 'Age', 'Income' and 'Gender'.",
+    # Their neighbours in another sense.
+    "What should the first character of my password be?",
+    "Does my order contain two items?",
+    "Which is longer, the flight to Paris or the one to Rome?",
+    "Use the standard English alphabet, which has 26 letters.",
 ]
 
 
