@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka import KafkaAdminClient
 
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import TopicSet, ensure_topics
@@ -47,6 +47,18 @@ def last_json(text: str) -> Any:
     return json.loads(text.strip().splitlines()[-1])
 
 
+def committed_records(broker: EmbeddedBroker, env: dict[str, str]) -> int:
+    """Records the CLI's consumer group has committed on its spans topic."""
+    group = env["GUARDTRACE_CONSUMER_GROUP"]
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        offsets = admin.list_group_offsets(group).get(group, {})
+    finally:
+        admin.close()
+    return sum(meta.offset for tp, meta in offsets.items()
+               if tp.topic == env["GUARDTRACE_SPANS_TOPIC"] and meta.offset > 0)
+
+
 def test_emit_consume_sigterm_resume_and_store_lock(broker: EmbeddedBroker,
                                                     tmp_path: Path) -> None:
     suffix = uuid.uuid4().hex[:8]
@@ -75,7 +87,10 @@ def test_emit_consume_sigterm_resume_and_store_lock(broker: EmbeddedBroker,
         assert refused.returncode == 1
         assert "in use by another process" in refused.stderr
         assert f"PID {consumer.pid}" in refused.stderr and "Traceback" not in refused.stderr
-        time.sleep(4)  # let it join the group and write a few batches
+        # It has joined the group and written (and committed) a batch: what the SIGTERM
+        # summary below must show. Polled, instead of a fixed 4 s sleep.
+        wait_for(lambda: committed_records(broker, env) > 0, timeout_s=60, interval_s=0.3,
+                 message="the consumer to write and commit a batch")
     finally:
         consumer.send_signal(signal.SIGTERM)
         out, err = consumer.communicate(timeout=60)
