@@ -267,14 +267,19 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     # A result credited to a lookup: "according to our records", "based on my search",
     # "my search shows", "looking at your order". The rules and the policy are in the
     # prompt, not behind a tool, so they are no source here.
-    cited = (r"\b(?:according\s+to|based\s+on|per)\s+(?:our|your|the|my)\s+"
-             r"(?:(?:latest|current|updated)\s+)?(?P<v>records?|system|database|search|lookup|"
-             r"account\s+(?:details|records?|information)|(?:order|reservation|booking|"
-             r"account)\s+(?:details|history|records?))\b"
-             r"|\b(?:my|the|our)\s+(?P<w>search|lookup|check)\s+(?:shows|showed|found|"
-             r"returned|indicates|indicated|reveals|revealed|confirms|confirmed)\b"
-             r"|(?:^|(?<=[.!?]\s))looking\s+at\s+(?:your|the)\s+(?P<x>order|account|"
-             r"reservation|booking|records?|profile|details)\b")
+    cited = [
+        (r"\b(?:according\s+to|based\s+on|per)\s+(?:our|your|the|my)\s+"
+         r"(?:(?:latest|current|updated)\s+)?(?P<v>records?|system|database|search|lookup|"
+         r"account\s+(?:details|records?|information)|(?:order|reservation|booking|"
+         r"account)\s+(?:details|history|records?))\b",
+         ("according", "based on", "per "), ("according", "based", "per ")),
+        (r"\b(?:my|the|our)\s+(?P<v>search|lookup|check)\s+(?:shows|showed|found|returned|"
+         r"indicates|indicated|reveals|revealed|confirms|confirmed)\b",
+         ("search", "lookup", "check"), ("my ", "the ", "our ")),
+        (r"(?:^|(?<=[.!?]\s))looking\s+at\s+(?:your|the)\s+(?P<v>order|account|reservation|"
+         r"booking|records?|profile|details)\b",
+         ("looking at",), ("looking",)),
+    ]
     # List items without a subject: "- **Checked bag:** 1 checked bag added",
     # "- Upgraded to business class", "✅ Order cancelled". Writes only: "checked bag" is
     # not a check.
@@ -305,11 +310,9 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
             for x, t, needs in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment",
                 ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
-    out.append((re.compile(cited, flags), DONE, "cite",
-                ("according", "based", "per ", "shows", "showed", "found", "returned",
-                 "indicat", "reveal", "confirm", "looking"), None))
+    out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]
     out.append((re.compile(finished, flags), DONE, "noun",
-                ("through", "successful", "complete"), None))
+                ("went through", "gone through", "was successful", "complete"), None))
     out += [(re.compile(x, flags), NOW, "now", needs, starts)
             for x, (needs, starts) in zip(now, now_hints, strict=True)]
     out += [(re.compile(proceed[0], flags), NOW, "noun", proceed_needs, starts_subject),

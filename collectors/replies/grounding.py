@@ -177,6 +177,9 @@ _MIN_DIGIT_CODE = 8
 _ESTIMATE_RE = re.compile(r"(?:about|approximately|approx\.?|around|roughly|nearly|almost|"
                           r"~|just\s+(?:over|under)|more\s+than|less\s+than|up\s+to)\s*$",
                           re.IGNORECASE)
+# Words one of which an estimate needs (substring tests in C, before any regex).
+_ESTIMATE_WORDS = ("about", "approx", "around", "roughly", "nearly", "almost", "~", "over",
+                   "under", "than", "up to")
 _ESTIMATE_SHARE = 0.05
 
 
@@ -409,23 +412,31 @@ def find_ungrounded(reply: str, grounds: Grounds,
     found = [(written, v) for written, digits in _money(reply, _MAX_VALUES)
              if (v := _number(digits)) is not None]
     amounts = [v for _, v in found]
+    # Most replies estimate nothing: look for the words once, not before every amount.
+    estimates = bool(found) and any(w in reply.lower() for w in _ESTIMATE_WORDS)
     at = 0
-    money_digits = set()
     for i, (written, value) in enumerate(found):
-        at = max(reply.find(written, at), at)
-        money_digits.add(written.lstrip("$€£USD ").replace(",", ""))
         if value == 0:
             continue
-        if _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(value):
-            continue
+        if estimates:
+            at = max(reply.find(written, at), at)
+            if _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(value):
+                continue
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
         if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(written, UngroundedValue("money", written))
+    money_digits: set[str] | None = None  # "$12345678" is money, not an id
     for word in _code_candidates(reply):
-        if word.lower() in skip or word in money_digits or not _is_code(word):
+        if word.lower() in skip or not _is_code(word):
             continue
+        if word.isdigit():
+            if money_digits is None:
+                money_digits = {digits.replace(",", "") for _, digits in _money(
+                    reply, _MAX_VALUES)}
+            if word in money_digits:
+                continue
         if not grounds.has_word(word.lower()):
             out.setdefault(word, UngroundedValue("code", word))
     if ":" in reply:

@@ -51,6 +51,7 @@ _DESCRIPTION_FILLER = frozenset({"use", "this", "tool", "the", "to", "a", "an", 
 # Argument keys that name the operation of a multi-purpose tool (an editor's "view" or
 # "str_replace", a shell's command line).
 _COMMAND_KEYS = ("command", "action", "operation", "op", "mode")
+_QUOTED_COMMAND_KEYS = tuple(f'"{key}"' for key in _COMMAND_KEYS)
 # Arguments longer than this are not parsed for a command (an edit's whole file body).
 _MAX_ARGUMENT_CHARS = 64 * 1024
 _COMMAND_PART_RE = re.compile(r"[_\-]")
@@ -134,7 +135,10 @@ def command_kind(command: str) -> frozenset[str] | None:
 
 
 def _command_of(arguments: str) -> str | None:
-    if not arguments or len(arguments) > _MAX_ARGUMENT_CHARS or '"' not in arguments:
+    if not arguments or len(arguments) > _MAX_ARGUMENT_CHARS:
+        return None
+    # Most calls name no operation: a substring test spares them the JSON parse.
+    if not any(key in arguments for key in _QUOTED_COMMAND_KEYS):
         return None
     try:
         parsed = json.loads(arguments)
