@@ -21,6 +21,7 @@ judged within its sentence, in windows of bounded size. The cost is linear in th
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -113,6 +114,8 @@ class Claim:
         sentence: The claim's sentence, lower-cased (its objects are in it); for a very
             long sentence, the words around the claim.
         fresh: The claim says the work is new ("again", "double-checked", "too").
+        joined: For two verbs joined by "and" ("check and enable"), where the first
+            starts in the reply, on both claims; -1 otherwise.
     """
 
     kind: str
@@ -121,6 +124,7 @@ class Claim:
     phrase: str
     sentence: str
     fresh: bool = False
+    joined: int = -1
 
 
 # What follows the verb can show the words are not a claim of tool work:
@@ -135,6 +139,9 @@ _AFTER_NOT_CLAIM_RE = re.compile(
     r"(?:message|question|request|reply|comment|prompt|feedback|point|answer|words)\b"
     r"|\s+(?:what|how|why|whether)\s+(?:you|we)\b",
     re.IGNORECASE)
+# A second verb joined to a claim's: "let me check and update", "I'll look up and cancel".
+_AND_VERB_RE = re.compile(r"\s+(?:it\s+|that\s+|this\s+|them\s+)?(?:up\s+)?and\s+(?:then\s+)?"
+                          r"([a-z]+)\b", re.IGNORECASE)
 # Idioms of "run" that are no run: "I've run into a problem", "I'll run it by you",
 # "we ran out of seats", "running low".
 _RUN_IDIOM_RE = re.compile(
@@ -341,6 +348,17 @@ def find_claims(reply: str) -> list[Claim]:
             claims.append(Claim(kind=kind, time=time, verb=verb,
                                 phrase=" ".join(match.group().split()), sentence=context,
                                 fresh=bool(_FRESH_RE.search(context))))
+            # "I'll check and enable it now": the verb after "and" is a claim of its own.
+            second = _AND_VERB_RE.match(after) if time == NOW else None
+            found_second = lookup_verb(second.group(1), "now") if second else None
+            if second and found_second is not None and len(claims) < _MAX_CLAIMS:
+                first = offset + match.start()
+                claims[-1] = dataclasses.replace(claims[-1], joined=first)
+                start = offset + match.end() + second.start(1)
+                claim_spans.append((start, start + len(second.group(1))))
+                claims.append(Claim(kind=found_second[0], time=time, verb=found_second[1],
+                                    phrase=second.group(0).strip(), sentence=context,
+                                    fresh=claims[-1].fresh, joined=first))
     # Overlapping matches of one claim ("I'm kicking off the build" is a work phrase and a
     # phrasal verb): the shortest, earliest speaks for it. Then reading order.
     kept: list[Claim] = []

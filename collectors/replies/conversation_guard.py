@@ -291,8 +291,15 @@ class ConversationDetector:
     @staticmethod
     def _claims(text: str, catalog: _Catalog, turn: _TurnState) -> list[Finding]:
         unbacked: dict[str, list[str]] = {}
-        for claim in find_claims(text):
-            if catalog.matcher.backed(claim, turn.calls, turn.call_kinds):
+        claims = find_claims(text)
+        backed = [catalog.matcher.backed(c, turn.calls, turn.call_kinds) for c in claims]
+        # "I'll check and enable it now" with the enable call made: the write reads the
+        # state it changes, so a read joined to a backed write is part of it.
+        joined_writes = {c.joined for c, ok in zip(claims, backed, strict=True)
+                         if ok and c.kind == WRITE and c.joined >= 0}
+        for claim, ok in zip(claims, backed, strict=True):
+            if ok or (claim.kind == READ and not claim.fresh
+                      and claim.joined in joined_writes):
                 continue
             if claim.time == DONE and not claim.fresh and catalog.matcher.backed(
                     claim, turn.earlier_calls, turn.earlier_call_kinds):

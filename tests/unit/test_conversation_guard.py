@@ -225,6 +225,17 @@ def test_a_transfer_announced_but_never_made_is_an_action_claim() -> None:
     assert tiers_of(messages) == ()
 
 
+def test_a_check_joined_to_a_write_is_part_of_the_write() -> None:
+    # tau2 telecom: "I'll check and enable it now." with the enable call in the message.
+    tools = [tool("enable_roaming"), tool("get_details_by_id")]
+    messages = [user("Roaming still fails."),
+                said("I'll check and enable it now.", "enable_roaming")]
+    assert tiers_of(messages, tools) == ()
+    # Without the call both joined verbs are claims of work that did not happen.
+    messages[-1] = said("I'll check and enable it now.")
+    assert tiers_of(messages, tools) == (ACTION, READ)
+
+
 def test_a_result_credited_to_a_lookup_needs_the_lookup() -> None:
     reply = "According to our records, your order shipped on May 2."
     assert tiers_of([user("Has my order shipped?"), said(reply)]) == (READ,)
