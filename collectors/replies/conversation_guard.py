@@ -70,6 +70,8 @@ _MAX_WRITE_AMOUNTS = 64
 _REPLY_HEAD_CHARS = 32 * 1024
 _REPLY_TAIL_CHARS = 8 * 1024
 _MAX_SOURCE_CHARS = 256 * 1024
+# What the user said since the latest reply is read at this much per message (for loops).
+_MAX_USER_CHARS = 8 * 1024
 
 
 def _bounded(text: str) -> str:
@@ -201,6 +203,7 @@ class ConversationDetector:
         grounds = Grounds()
         since_result: list[tuple[int, str, frozenset[str] | None]] = []
         results_seen: set[int] = set()
+        user_said: list[str] = []  # what the user said since the latest reply
         # Per turn, read once however long the conversation: the names of the calls of
         # the turn and of all turns before it, and the money the turn's writes returned.
         turn = _TurnState()
@@ -224,21 +227,24 @@ class ConversationDetector:
                             message.text[:_MAX_SOURCE_CHARS]))[-_MAX_WRITE_AMOUNTS:]
                 else:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
+                    if message.role == "user":
+                        user_said.append(message.text[:_MAX_USER_CHARS])
                 continue
             if not message.is_reply:
                 continue
             if wanted is None or message.index in wanted:
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
-                                            run, turn))
+                                            run, turn, " ".join(user_said)))
             if message.calls:
                 since_result.clear()
             else:
                 since_result.append((message.index, _bounded(message.text), None))
+            user_said.clear()
         return verdicts
 
     def _judge(self, conv: Conversation, catalog: _Catalog, position: int, grounds: Grounds,
                since_result: list[tuple[int, str, frozenset[str] | None]],
-               run: frozenset[str], turn: _TurnState) -> ReplyVerdict:
+               run: frozenset[str], turn: _TurnState, user_said: str = "") -> ReplyVerdict:
         message = conv.messages[position]
         text = _bounded(message.text)
         turn_calls = turn.calls
@@ -263,7 +269,7 @@ class ConversationDetector:
         similarity = repeats = None
         if names.TIER_REPETITION in run and not message.calls:
             loop = find_loop(text, since_result, threshold=self.loop_threshold,
-                             min_words=self.min_loop_words)
+                             min_words=self.min_loop_words, user_said=user_said)
             if loop is not None:
                 findings.append(Finding(names.TIER_REPETITION, loop.excerpt))
                 similarity, repeats = round(loop.similarity, 4), loop.earlier_index

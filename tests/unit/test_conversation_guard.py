@@ -550,6 +550,23 @@ def test_progress_between_or_in_the_reply_is_not_a_loop() -> None:
     assert tiers_of([*base, said(ASK, "get_user_details")]) == ()
 
 
+def test_a_new_way_forward_or_a_new_request_answered_is_not_a_loop() -> None:
+    base = [user("Change my flight."), said(ASK), user("I don't remember the reservation ID.")]
+    # Asking for less, with an offer to look the rest up (tau-bench t3r0 [4]).
+    assert tiers_of([*base, said("No worries! Could you please provide your user ID? With "
+                                 "that, I can look up your reservation details.")]) == ()
+    # The user asks for something new; asking for the id it needs answers it.
+    upgrade = [*base[:2], user("I also want to upgrade my seat to business class.")]
+    assert tiers_of([*upgrade, said("To upgrade your seat to business class I need your "
+                                    "reservation ID. Could you please provide it?")]) == ()
+    # A refusal that echoes the user's words is still the same refusal.
+    refused = "I'm unable to modify basic economy flights; the policy does not allow it."
+    assert tiers_of([user("Change my flight."), said(refused),
+                     user("But my flight is basic economy, can't you modify it anyway?"),
+                     said("I'm sorry, but I'm unable to modify basic economy flights anyway; "
+                          "the policy does not allow it.")]) == (REPETITION,)
+
+
 def test_the_same_error_result_again_is_not_progress() -> None:
     error = "Error: flight HAT030 not available on date 2024-05-13"
     failed = "It seems flight HAT030 is not available on May 13. Shall I search alternatives?"
