@@ -41,9 +41,9 @@ _COURTESY_RE = re.compile(
     r"certainly|of\s+course|no\s+problem|frustrat|inconvenien)\w*", re.IGNORECASE)
 # An offer to look something up: a way forward the user did not have.
 _LOOKUP_OFFER_RE = re.compile(
-    r"\b(?:i\s+can|i['’]ll|i\s+will|let\s+me|so\s+i\s+can|and\s+i\s+can|help\s+you)\s+"
-    r"(?:help\s+you\s+)?(?:look\s+(?:up|for|into)|find|retrieve|locate|search|access|"
-    r"pull\s+up|check)\b", re.IGNORECASE)
+    r"\b(?:i\s+can|i['’]ll|i\s+will|let\s+me|and\s+i\s+can|help\s+you)\s+"
+    r"(?:help\s+you\s+)?(?:look\s+(?:up|for|into)|find|retrieve|locate|search|pull\s+up)\b",
+    re.IGNORECASE)
 # A request for information, and a refusal: asking again for what a new request of the
 # user needs ("to upgrade your seat, I'll need your reservation ID") answers that request;
 # refusing it again is the loop itself.
