@@ -55,6 +55,14 @@ _REQUEST_RE = re.compile(
 _REFUSAL_RE = re.compile(
     r"\b(?:unable|cannot|can['’]t|not\s+(?:able|possible|eligible|allowed|permitted)|"
     r"unfortunately|afraid|policy|transfer|human\s+agent)", re.IGNORECASE)
+# A user insisting rather than bringing something new: "is there any other way", "are
+# you sure", "can't you make an exception", "please try again".
+_INSISTING_RE = re.compile(
+    r"\b(?:any\s+(?:other\s+)?(?:way|option|chance|exception|workaround)s?|other\s+(?:way|option)s?"
+    r"|are\s+you\s+(?:sure|certain)|(?:can|could)(?:n['’]t|\s+not)\s+you|exceptions?"
+    r"|workarounds?|(?:try|check)\s+(?:it\s+)?again|one\s+more\s+time|still|really|"
+    r"anything\s+(?:else\s+)?(?:you\s+can|that\s+can)|surely|please,?\s+i\s+(?:really\s+)?need)\b",
+    re.IGNORECASE)
 # Function words and courtesy words every reply shares: they say nothing about what the
 # reply is about.
 _STOPWORD_TEXT = """
@@ -163,7 +171,14 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
         score = min(shared / len(words), shared / len(other))
         if score >= threshold and (best is None or score > best.similarity):
             best = LoopMatch(index, score, _excerpt(text))
-    if best is None or _says_something_new(reply, frozenset(said), said_values):
+    if best is None:
+        return None
+    # The user insisting is not progress: a refusal that echoes the insistence ("no
+    # exception or workaround") says nothing new. New facts of the user's are answered.
+    insisted = bool(user_said) and _INSISTING_RE.search(user_said) is not None
+    echoed = (content_words(user_said) if insisted and _REFUSAL_RE.search(reply)
+              else frozenset())
+    if _says_something_new(reply, frozenset(said) | echoed, said_values):
         return None
     if _LOOKUP_OFFER_RE.search(reply) and not any(
             _LOOKUP_OFFER_RE.search(text) for _, text, _ in earlier):

@@ -567,6 +567,25 @@ def test_a_new_way_forward_or_a_new_request_answered_is_not_a_loop() -> None:
                           "the policy does not allow it.")]) == (REPETITION,)
 
 
+def test_a_refusal_echoing_the_users_insistence_is_a_loop_but_one_answering_a_fact_is_not(
+        ) -> None:
+    refused = ("I'm sorry, but the policy does not allow adding travel insurance after the "
+               "booking is made.")
+    base = [user("Add insurance to my booking."), said(refused)]
+    # tau-bench t36r0 [14]: the user insists; the reply words the same refusal with the
+    # user's own words ("exception", "workaround").
+    insisted = [*base, user("Isn't there any special exception or workaround you could "
+                            "explore to resolve this?"),
+                said("I understand, but the policy is strict: there are no exceptions or "
+                     "workarounds for adding travel insurance after the booking is made.")]
+    assert tiers_of(insisted) == (REPETITION,)
+    # A new fact from the user, answered in the user's words: not the same refusal again.
+    fact = [*base, user("My travel insurance was purchased separately through my bank."),
+            said("Insurance purchased separately through a bank is not part of this "
+                 "reservation, so the policy does not allow adding it.")]
+    assert tiers_of(fact) == ()
+
+
 def test_the_same_error_result_again_is_not_progress() -> None:
     error = "Error: flight HAT030 not available on date 2024-05-13"
     failed = "It seems flight HAT030 is not available on May 13. Shall I search alternatives?"
