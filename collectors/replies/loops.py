@@ -10,15 +10,22 @@ no call in this one, and nothing new in it**:
    (lower-cased, simple endings cut, function and courtesy words dropped), measured in
    both directions so a short reply inside a long one is not a repeat of it;
 2. *nothing new*: no sentence of the reply is mostly new words (courtesy sentences such as
-   "I understand your frustration" do not count as new), it states no value (id,
-   amount, number) the earlier replies did not, and it offers no new way forward (asked
-   again for a reservation id the user does not have, "provide your user ID and I can
-   look it up" is progress; "I need the reservation ID" again is not).
+   "I understand your frustration" and closings such as "if you need further assistance,
+   let me know" do not count), and it states no value (id, amount, number) the earlier
+   replies did not;
+3. *no new way forward*: it offers no lookup the earlier replies did not ("provide your
+   user ID and I can look it up" after the user lost the reservation ID is progress);
+4. *no new question answered*: a request for what a new ask of the user's needs ("to
+   upgrade your seat I need your reservation ID") or an answer that takes up a new
+   question of the user's is progress. The user insisting ("is there any other way?",
+   "are you sure?") is not: a refusal reworded in the user's own words is the same
+   refusal.
 
 Measured on 2,216 hand-labelled real replies (``benchmarks/detection_quality.py``), this
-keeps about three flags in four right. Two independent labelling passes of the same
-replies agreed on loops at about the same rate: the boundary between "asking again" and
-"moving the conversation on" is a judgement people split on too.
+keeps about six flags in seven right and finds about half the labelled loops. Two
+independent labelling passes of the same replies agreed on loops at about F1 0.69: the
+boundary between "asking again" and "moving the conversation on" is a judgement people
+split on too.
 """
 
 from __future__ import annotations
@@ -38,7 +45,11 @@ _VALUE_RE = re.compile(r"[A-Za-z0-9_]*\d[A-Za-z0-9_]*|\$\s?\d[\d,.]*")
 # Sentences of courtesy carry no content, however new their words.
 _COURTESY_RE = re.compile(
     r"\b(?:thank|thanks|sorry|apolog|understand|appreciate|welcome|glad|happy\s+to|great|"
-    r"certainly|of\s+course|no\s+problem|frustrat|inconvenien)\w*", re.IGNORECASE)
+    r"certainly|of\s+course|no\s+problem|frustrat|inconvenien|"
+    # The closings every agent ends with: "if you need further assistance, let me know".
+    r"let\s+me\s+know|feel\s+free|further\s+assistance|any\s+(?:other|more|further)\s+"
+    r"(?:questions|concerns)|anything\s+else|reach\s+out|here\s+to\s+help)\w*",
+    re.IGNORECASE)
 # An offer to look something up: a way forward the user did not have.
 _LOOKUP_OFFER_RE = re.compile(
     r"\b(?:i\s+can|i['’]ll|i\s+will|let\s+me|and\s+i\s+can|help\s+you)\s+"
@@ -59,7 +70,8 @@ _REFUSAL_RE = re.compile(
 # you sure", "can't you make an exception", "please try again".
 _INSISTING_RE = re.compile(
     r"\b(?:any\s+(?:other\s+)?(?:way|option|chance|exception|workaround)s?|other\s+(?:way|option)s?"
-    r"|are\s+you\s+(?:sure|certain)|(?:can|could)(?:n['’]t|\s+not)\s+you|exceptions?"
+    r"|are\s+you\s+(?:sure|certain)|(?:can['’]t|couldn['’]t|can\s+not|could\s+not)\s+you"
+    r"|exceptions?|anyway|without\s+(?:it|them|that|one)|options?\s+to"
     r"|workarounds?|(?:try|check)\s+(?:it\s+)?again|one\s+more\s+time|still|really|"
     r"anything\s+(?:else\s+)?(?:you\s+can|that\s+can)|surely|please,?\s+i\s+(?:really\s+)?need)\b",
     re.IGNORECASE)
@@ -186,4 +198,10 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     if (user_said and _REQUEST_RE.search(reply) and not _REFUSAL_RE.search(reply)
             and (words - said) & content_words(user_said)):
         return None  # a request for what the user's new request needs
+    # The user asked something new (not insisting) and the reply takes it up: an answer
+    # to a new question, however like the last one ("unable to give your gift card
+    # balance", then "... your certificate balance").
+    if (user_said and not insisted and "?" in user_said
+            and (words - said) & content_words(user_said)):
+        return None
     return best
