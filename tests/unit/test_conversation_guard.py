@@ -586,6 +586,20 @@ def test_a_refusal_echoing_the_users_insistence_is_a_loop_but_one_answering_a_fa
     assert tiers_of(fact) == ()
 
 
+def test_a_closing_is_not_news_and_a_new_question_answered_is_not_a_loop() -> None:
+    base = [user("Change my flight."), said(ASK), user("I don't have it with me.")]
+    # The same request with an agent's usual closing added is still the same request.
+    assert tiers_of([*base, said("I need the reservation ID to modify your flight; please "
+                                 "provide it. If you need further assistance with "
+                                 "anything else, feel free to let me know.")]) == (REPETITION,)
+    # tau-bench t9r0 [4]: the same refusal, about the new thing the user asked.
+    gift = ("I'm unable to provide information about the balance of your gift cards. You "
+            "may want to check your user profile.")
+    assert tiers_of([user("What is my gift card balance?"), said(gift),
+                     user("Could you then tell me the balance of my certificates?"),
+                     said(gift.replace("gift cards", "certificates"))]) == ()
+
+
 def test_the_same_error_result_again_is_not_progress() -> None:
     error = "Error: flight HAT030 not available on date 2024-05-13"
     failed = "It seems flight HAT030 is not available on May 13. Shall I search alternatives?"
