@@ -123,19 +123,6 @@ def _number(text: str) -> float | None:
         return None
 
 
-def _digit_forms(value: float) -> tuple[str, ...]:
-    """How ``abs(value)`` is written as digits in a source: "1936", "1936.0", "105.5"."""
-    value = abs(value)
-    if value > 1e15:
-        return ()
-    cents = round(value * 100)
-    if cents % 100 == 0:
-        whole = str(cents // 100)
-        return whole, whole + ".0", whole + ".00"
-    two = f"{cents // 100}.{cents % 100:02d}"
-    return (two, two.rstrip("0")) if two.endswith("0") else (two,)
-
-
 def _key(value: float) -> int:
     return round(value * 100)
 
@@ -218,7 +205,7 @@ class Grounds:
         # only when a reply first asks for that kind of value.
         self._read_words = self._read_numbers = self._read_times = 0
         self._words: set[str] = set()
-        self._numbers: set[str] = set()
+        self._keys: set[int] = set()  # the sources' numbers, in cents
         self._recent: list[float] = []
         self._times: set[str] = set()
         self._results: list[str] = []
@@ -242,8 +229,7 @@ class Grounds:
 
     def _read_new_numbers(self) -> None:
         for text in self._texts[self._read_numbers:]:
-            found = _SOURCES.numbers(text)
-            self._numbers.update(found)
+            self._keys.update(_SOURCES.keys(text))
             # The latest numbers, as floats (read once per source): operands of sums.
             self._recent = [*self._recent, *_SOURCES.operands(text)][-_MAX_OPERANDS:]
         self._read_numbers = len(self._texts)
@@ -268,7 +254,7 @@ class Grounds:
         """Whether ``value`` (its absolute value) occurred as a number in the sources."""
         if self._read_numbers < len(self._texts):
             self._read_new_numbers()
-        return any(form in self._numbers for form in _digit_forms(value))
+        return _key(abs(value)) in self._keys
 
     def rounds(self, value: float) -> bool:
         """Whether a seen number is within an estimate's reach of ``value`` (5%, at
@@ -293,8 +279,11 @@ class Grounds:
             return True
         nearby = {_key(x) for x in extra}
 
+        keys = self._keys  # read by has_number above
+
         def seen(x: float) -> bool:
-            return _key(abs(x)) in nearby or self.has_number(x)
+            key = _key(abs(x))
+            return key in nearby or key in keys
 
         for a in dict.fromkeys([*extra, *self._recent]):
             if seen(value - a) or seen(value + a):
@@ -320,6 +309,12 @@ def _numbers_in(text: str) -> tuple[str, ...]:
     # Numbers are kept as their digits (set building in C); a refund of -114 in a ledger
     # is "$114" in a reply, and "1,936" is 1936.
     return tuple(_DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text))
+
+
+def _keys_in(text: str) -> frozenset[int]:
+    # Each number once, in cents: a lookup is one rounding and one set probe, not a
+    # string per spelling ("1936", "1936.0", "1936.00").
+    return frozenset(_key(v) for d in _SOURCES.numbers(text) if (v := _number(d)) is not None)
 
 
 def _operands_in(text: str) -> tuple[float, ...]:
@@ -370,6 +365,11 @@ class _SourceReadings:
     def numbers(self, text: str) -> tuple[str, ...]:
         """The numbers of a source, as digits, in order."""
         result: tuple[str, ...] = self._read(text, "numbers", _numbers_in)
+        return result
+
+    def keys(self, text: str) -> frozenset[int]:
+        """The numbers of a source in cents."""
+        result: frozenset[int] = self._read(text, "keys", _keys_in)
         return result
 
     def operands(self, text: str) -> tuple[float, ...]:
