@@ -84,16 +84,32 @@ def run_in_thread(consumer: TelemetryConsumer) -> threading.Thread:
     return thread
 
 
-def settled(consumer: TelemetryConsumer, quiet_s: float = 3.0) -> None:
-    """Wait until the consumer has taken in no record for ``quiet_s`` (it caught up)."""
+def settled(consumer: TelemetryConsumer, at_least: int, quiet_s: float = 0.5) -> None:
+    """Wait until the consumer has taken in ``at_least`` records and then none for
+    ``quiet_s`` (it caught up).
+
+    The count is what its partitions hold, so the wait ends on the event; the short quiet
+    after it lets a surplus (a record read twice) arrive and show in the counters. A
+    quiet window alone had to outlast any stall (3 s, three times a test).
+    """
     last = [consumer.stats.records, time.monotonic()]
 
     def quiet() -> bool:
         if consumer.stats.records != last[0]:
             last[:] = [consumer.stats.records, time.monotonic()]
-        return consumer.stats.records > 0 and time.monotonic() - last[1] >= quiet_s
+        return (consumer.stats.records >= at_least
+                and time.monotonic() - last[1] >= quiet_s)
 
-    wait_for(quiet, timeout_s=90, interval_s=0.2, message="the consumer to catch up")
+    wait_for(quiet, timeout_s=90, interval_s=0.1,
+             message=f"the consumer to catch up ({at_least} records)")
+
+
+def records_on(consumer: TelemetryConsumer) -> int:
+    """Records of one wave on the consumer's partitions (every partition of the waves'
+    topics gets the same; the logs topic gets none)."""
+    config = consumer.config
+    waves = {config.spans_topic, config.metrics_topic, config.payloads_topic}
+    return PER_PARTITION * sum(tp.topic in waves for tp in consumer._consumer.assignment())
 
 
 def written(*runs: ConsumerStats) -> dict[str, int]:
@@ -124,7 +140,7 @@ def test_a_rebalance_keeps_the_rows_of_the_partitions_still_owned(
     joining_thread: threading.Thread | None = None
     try:
         after_first = produce_wave(pipeline, 0)
-        settled(holding)
+        settled(holding, at_least=after_first)  # the only member: it reads them all
         assert holding.stats.batches == 0, "the holding member wrote before the rebalance"
         held = len(holding._consumer.assignment())
 
@@ -134,8 +150,11 @@ def test_a_rebalance_keeps_the_rows_of_the_partitions_still_owned(
                  and joining._consumer.assignment(), timeout_s=90,
                  message="the partitions to be shared by the two members")
         total = produce_wave(pipeline, after_first)
-        settled(joining)
-        settled(holding)
+        # Nothing was committed before the rebalance: the joining member reads both waves
+        # of its partitions; the holding one has the first wave of all of them and now
+        # reads the second of those it kept.
+        settled(joining, at_least=2 * records_on(joining))
+        settled(holding, at_least=after_first + records_on(holding))
     finally:
         # The joining member first: the holding one then writes and commits what it kept.
         joining.stop()
