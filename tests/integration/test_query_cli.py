@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 from guardtrace import cli, collectors
+from guardtrace.collectors.emit.internal import internal_totals
 from guardtrace.schemas import names
+from guardtrace.transport.broker import EmbeddedBroker
+from tests.support.services import new_pipeline
 
 from .conftest import Pipeline
 
@@ -24,9 +27,15 @@ ALLOWED = "Agent: weather-tool-v2 (ID: weather-tool-v2)\n  - Capability: get_cur
 SECRET = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 
 
-@pytest.fixture
-def seeded(pipeline: Pipeline, chdb_dir: Path) -> dict[str, Any]:
-    """One recovered plan, one unrecoverable plan, one fabricated reply with a secret."""
+@pytest.fixture(scope="module")
+def seeded(broker: EmbeddedBroker, ch_client: Any, chdb_dir: Path) -> dict[str, Any]:
+    """One recovered plan, one unrecoverable plan, one fabricated reply with a secret.
+
+    Seeded once for the module (it was ~5 s per test): the tests that use it only read.
+    """
+    pipeline = new_pipeline(broker, ch_client)
+    hook_errors = internal_totals(names.METRIC_HOOK_ERRORS)
+    collectors.shutdown()
     collectors.configure(set_global=False, **pipeline.collector_settings())
     plans = iter([[{"id": "s1", "tool": "time-tool-v1"}],
                   [{"id": "s1", "tool": "weather-tool-v2"}]])
@@ -40,9 +49,12 @@ def seeded(pipeline: Pipeline, chdb_dir: Path) -> dict[str, Any]:
                                         channel="c1", request_id="cli-fabricated-1",
                                         agent="stratam")
     collectors.shutdown()
+    # Outside any test, so the per-test check in tests/conftest.py would not see these.
+    assert internal_totals(names.METRIC_HOOK_ERRORS) == hook_errors
     stats = pipeline.consume_until_idle()
     assert stats.dead_letters == 0
-    return {"store": ["--clickhouse-url", f"chdb://{chdb_dir}", "--database",
+    return {"pipeline": pipeline,
+            "store": ["--clickhouse-url", f"chdb://{chdb_dir}", "--database",
                       pipeline.database]}
 
 
@@ -53,7 +65,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_trace_prints_spans_and_events_in_time_order(
-        seeded: dict[str, Any], pipeline: Pipeline, capsys: pytest.CaptureFixture[str]) -> None:
+        seeded: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline: Pipeline = seeded["pipeline"]
     code, out, _ = run(capsys, "trace", "cli-recovered-1", "--json", *seeded["store"])
     assert code == 0
     trace = json.loads(out)
@@ -119,7 +132,8 @@ def test_requests_lists_by_outcome(seeded: dict[str, Any],
 
 
 def test_unknown_ids_exit_1_and_malicious_ones_2_with_a_clear_message(
-        seeded: dict[str, Any], pipeline: Pipeline, capsys: pytest.CaptureFixture[str]) -> None:
+        seeded: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline: Pipeline = seeded["pipeline"]
     for command in ("trace", "payload"):
         code, out, err = run(capsys, command, "no-such-request", *seeded["store"])
         assert (code, out) == (1, "")
