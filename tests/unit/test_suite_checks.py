@@ -33,9 +33,11 @@ def test_quiet():
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(CONFTEST)
+    # No plugin auto-loading, as in pyproject.toml: each run here is a fresh pytest
+    # process, and the installed SDKs' plugins cost it ~4 s of start-up.
     pytester.makeini("""
 [pytest]
-addopts = --strict-markers -p no:cacheprovider
+addopts = --strict-markers -p no:cacheprovider --disable-plugin-autoload
 markers =
     unit: u
     integration: i
