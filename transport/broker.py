@@ -74,6 +74,11 @@ class EmbeddedBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker's process id while it runs (its memory is read from /proc)."""
+        return self._process.pid if self.alive() and self._process is not None else None
+
     def start(self, timeout_s: float = 10.0) -> EmbeddedBroker:
         """Start the broker and wait until it accepts connections.
 
