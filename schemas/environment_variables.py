@@ -155,6 +155,11 @@ ALERT_DEAD_LETTER_LOG: Final = EnvVar(
     "GUARDTRACE_ALERT_DEAD_LETTER_LOG", ".guardtrace/alert_dead_letters.jsonl",
     "JSON-lines file to which alert notifications still undelivered after every retry are "
     "appended.", "pipeline")
+EMBEDDED_BROKER_MAX_RSS_MB: Final = EnvVar(
+    "GUARDTRACE_EMBEDDED_BROKER_MAX_RSS_MB", "256",
+    "Resident memory (MB) at which `guardtrace up` replaces its embedded broker, which keeps "
+    "every record in memory, with a fresh one once its consumer has drained the old; 0 "
+    "never replaces it.", "pipeline")
 
 # Transport security: read by schemas/transport_security.py, which every Kafka client and
 # every ClickHouse server connection takes its settings from.
@@ -217,7 +222,7 @@ ALL: Final = (
     KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE,
     KAFKA_SSL_KEY_FILE, KAFKA_SSL_KEY_PASSWORD, KAFKA_SSL_CHECK_HOSTNAME, CLICKHOUSE_TLS_VERIFY,
     CLICKHOUSE_CA_FILE, CLICKHOUSE_CLIENT_CERT_FILE, CLICKHOUSE_CLIENT_KEY_FILE,
-    ALERT_RULES, ALERT_INTERVAL_SECONDS, ALERT_DEAD_LETTER_LOG,
+    ALERT_RULES, ALERT_INTERVAL_SECONDS, ALERT_DEAD_LETTER_LOG, EMBEDDED_BROKER_MAX_RSS_MB,
 )
 
 
