@@ -149,7 +149,13 @@ class Pipeline:
     def consumer(self, writer: Any | None = None, **overrides: Any) -> TelemetryConsumer:
         return self.opened.consumer(writer, **overrides)
 
-    def consume_until_idle(self, idle_s: float = 2.0, **overrides: Any) -> Any:
+    def consume_until_idle(self, idle_s: float = 1.0, **overrides: Any) -> Any:
+        """Consume what the test sent, until ``idle_s`` pass without a new record.
+
+        The tests send (and flush) before they consume, so everything is already on the
+        broker when this starts; the idle clock runs from the group assignment and from
+        each poll that brought records, so 1 s only has to cover the first fetch.
+        """
         return self.consumer(**overrides).run(until_idle_s=idle_s)
 
     def scalar(self, sql: str, **params: Any) -> Any:
