@@ -3,10 +3,13 @@
 ``up`` starts, in one supervised process: the embedded broker (unless
 ``GUARDTRACE_KAFKA_BOOTSTRAP`` names one), the schema migration, a consumer, the
 dashboard, the HTTP query API and, with ``--demo``, the traffic simulator (a child
-process, as an agent would be). The consumer, the dashboard and the API share this
-process because the embedded ClickHouse store (chDB) can be opened by one process only;
-up records where its API listens beside the store, so the CLI's query commands read
-through it while up runs. Ctrl-C stops everything.
+process, as an agent would be). The embedded broker serves its port through a proxy, so
+that a broker grown past ``GUARDTRACE_EMBEDDED_BROKER_MAX_RSS_MB`` can be replaced by a
+fresh one (transport/broker_rotation.py); the consumer reads the broker behind the proxy
+directly. The consumer, the dashboard and the API share this process because the
+embedded ClickHouse store (chDB) can be opened by one process only; up records where its
+API listens beside the store, so the CLI's query commands read through it while up runs.
+Ctrl-C stops everything.
 
 Both serve the dashboard on loopback unless ``--address`` says otherwise, and refuse any
 other address (exit status 2, before anything starts) unless sign-in is configured.
@@ -23,7 +26,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +52,14 @@ DEMO_RATE = 4.0
 # A cap low enough that the demo's long tail of invented names reaches it in minutes.
 DEMO_AGENT_LABEL_CAP = "100"
 _SUPERVISE_EVERY_S = 1.0
+# How long one attempt waits for the consumer to drain a replaced broker; a broker not
+# drained by then is kept and waited for again at the next check.
+_BROKER_DRAIN_TIMEOUT_S = 30.0
+# After a replacement broker failed to start, the old one serves on: try again this late.
+_ROTATION_RETRY_S = 60.0
+# A limit below a fresh broker's own size must not replace the broker every second.
+_ROTATION_MIN_INTERVAL_S = 10.0
+_MB = 1024 * 1024
 # Streamlit's handling of an uncaught exception: "none" shows visitors a generic message
 # and keeps the traceback in the log (the legacy `false` still sends the traceback). The
 # dashboard's pages set the same value (dashboard/safe_render.py), which the CLI, not
@@ -200,9 +212,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 class _Stack:
     """What `up` started, so it can be stopped in reverse order."""
 
-    broker: Any = None
+    broker: Any = None  # the embedded one (transport/broker_rotation.py), if any
+    pipeline: Any = None
     consumer: Any = None
     consumer_thread: threading.Thread | None = None
+    rotation_retry_at: float = 0.0
     simulator: subprocess.Popen[bytes] | None = None
     simulator_log: Path | None = None
     alerts: Any = None
@@ -226,16 +240,26 @@ class _Stack:
                 self.simulator.wait()
         if self.alerts is not None:
             self.alerts.stop()  # queued notifications are delivered or dead-lettered
-        if self.consumer is not None:
-            self.consumer.stop()
-        if self.consumer_thread is not None:
-            self.consumer_thread.join(30)
-        if self.broker is not None:
-            self.broker.stop()
+        with self.rotation_paused():  # a rotation under way finishes its consumer swap
+            if self.consumer is not None:
+                self.consumer.stop()
+            if self.consumer_thread is not None:
+                self.consumer_thread.join(30)
+            if self.broker is not None:
+                self.broker.stop()
+
+    @contextmanager
+    def rotation_paused(self) -> Iterator[None]:
+        with self.broker.lock if self.broker is not None else nullcontext():
+            yield
 
 
-def _start_consumer(stack: _Stack, pipeline: Any) -> None:
-    stack.consumer = pipeline.consumer()
+def _start_consumer(stack: _Stack, pipeline: Any, bootstrap: str | None = None) -> None:
+    """Run a consumer of ``pipeline`` on a thread; ``bootstrap``: read that broker
+    directly (the embedded one's own address, not the proxy's)."""
+    stack.pipeline = pipeline
+    overrides = {"bootstrap": bootstrap} if bootstrap else {}
+    stack.consumer = pipeline.consumer(**overrides)
 
     def run() -> None:
         try:
@@ -267,9 +291,54 @@ def _start_simulator(stack: _Stack, settings: dict[str, str], log_dir: Path,
                                            start_new_session=True)
 
 
+def _reopen_consumer(stack: _Stack, bootstrap: str) -> None:
+    """Stop the consumer after its batch and start it again on ``bootstrap``."""
+    if stack.consumer is not None:
+        stack.consumer.stop()
+    if stack.consumer_thread is not None:
+        stack.consumer_thread.join(60)
+        if stack.consumer_thread.is_alive():
+            # Two members would share the store's writes: leave it to the supervisor.
+            stack.failure.append("the consumer did not stop to move to the new embedded "
+                                 "broker within 60 s")
+            return
+    _start_consumer(stack, stack.pipeline, bootstrap)
+
+
+def _rotate_broker_if_due(stack: _Stack, stop: threading.Event) -> None:
+    """Replace the embedded broker when it has grown past its limit, or finish draining
+    one replaced earlier (transport/broker_rotation.py says how)."""
+    from ..transport.broker import BrokerError
+    from ..transport.topics import KafkaUnreachable
+
+    broker = stack.broker
+    if broker is None or stack.pipeline is None or stack.failure:
+        return
+    if broker.retiring is None and (time.monotonic() < stack.rotation_retry_at
+                                    or not broker.due()):
+        return
+    consumer_config = stack.pipeline.config.consumer
+    try:
+        rotated = broker.rotate(consumer_config.group_id, consumer_config.topics,
+                                lambda bootstrap: _reopen_consumer(stack, bootstrap),
+                                _BROKER_DRAIN_TIMEOUT_S, cancel=stop)
+        if rotated is not None:
+            stack.rotation_retry_at = time.monotonic() + _ROTATION_MIN_INTERVAL_S
+    except (BrokerError, KafkaUnreachable) as exc:
+        stack.rotation_retry_at = time.monotonic() + _ROTATION_RETRY_S
+        logger.error("could not start a fresh embedded broker (%s); the current one serves "
+                     "on, trying again in %.0f s", exc, _ROTATION_RETRY_S)
+    except Exception:  # the supervisor must go on watching the stack
+        stack.rotation_retry_at = time.monotonic() + _ROTATION_RETRY_S
+        logger.exception("replacing the embedded broker failed; trying again in %.0f s",
+                         _ROTATION_RETRY_S)
+
+
 def _supervise(stack: _Stack, stop: threading.Event) -> None:
-    """Stop the whole stack (by SIGINT to ourselves) when a part of it dies."""
+    """Stop the whole stack (by SIGINT to ourselves) when a part of it dies; replace the
+    embedded broker when it has grown too large."""
     while not stop.wait(_SUPERVISE_EVERY_S):
+        _rotate_broker_if_due(stack, stop)
         problem = None
         if stack.failure:
             problem = stack.failure[0]
@@ -357,7 +426,7 @@ def _interrupt_self(_signum: int, _frame: Any) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from ..consumers.pipeline import PipelineConfig, open_pipeline
     from ..store.connection import open_client
-    from ..transport.broker import EmbeddedBroker
+    from ..transport.broker_rotation import RotatingBroker
     from ..transport.topics import KafkaUnreachable
 
     port = env.read_int(env.DASHBOARD_PORT, args.port, minimum=1)
@@ -384,6 +453,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not external_kafka:
         _check_port_free(args.broker_port, "embedded Kafka broker", "--broker-port")
     config = PipelineConfig.resolve()  # every setting, once; passed on from here
+    broker_limit_mb = env.read_int(env.EMBEDDED_BROKER_MAX_RSS_MB, minimum=0)
     alert_rules = load_up_rules(args.alert_rules)  # an invalid file: nothing starts
     protocol = config.consumer.security.protocol
     if not external_kafka and protocol != "PLAINTEXT":
@@ -413,8 +483,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not external_kafka:
             log_dir = Path(".guardtrace")
             log_dir.mkdir(exist_ok=True)
-            stack.broker = EmbeddedBroker(args.broker_port,
-                                          log_path=log_dir / "broker.log").start()
+            stack.broker = RotatingBroker(
+                args.broker_port, config.topics, broker_limit_mb * _MB,
+                log_path=log_dir / "broker.log", security=config.consumer.security).start()
             config = config.with_bootstrap(stack.broker.bootstrap)
         bootstrap = config.bootstrap
         try:
@@ -425,7 +496,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise CommandError(f"{exc}.{hint}") from None
         applied = pipeline.applied
         settings = {**config.environment(), **extra_settings}
-        _start_consumer(stack, pipeline)
+        _start_consumer(stack, pipeline,
+                        stack.broker.internal_bootstrap if stack.broker is not None else None)
         api_url = _start_api(stack, store_config, api_port, args.api_address, api_token)
         if alert_rules is not None:
             stack.alerts = start_alerts(alert_rules, store_config, bootstrap,
@@ -436,7 +508,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         threading.Thread(target=_supervise, args=(stack, stop_supervisor),
                          name="guardtrace-supervisor", daemon=True).start()
 
-        kafka_text = f"{bootstrap} ({'yours' if external_kafka else 'embedded Tansu'})"
+        kafka_text = f"{bootstrap} ({'yours' if external_kafka else 'embedded Tansu'}" + (
+            f", replaced by a fresh broker past {broker_limit_mb} MB)"
+            if not external_kafka and broker_limit_mb else ")")
         banner = (f"guardtrace is up\n"
                   f"  dashboard   http://127.0.0.1:{port} (sign-in: {_sign_in_text(sign_in)})\n"
                   + (f"  api         {api_url} (OpenAPI: {api_url}/openapi.json; token: "
@@ -466,6 +540,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print("stopping: API, simulator, consumer (finishing its batch), broker...",
               flush=True)
         stack.stop()
+        if stack.broker is not None and stack.broker.rotations:
+            logger.info("the embedded broker was replaced %d time(s)",
+                        len(stack.broker.rotations))
     if stack.failure:
         raise CommandError(stack.failure[0])
     print(f"stopped. The data stays in {store_config.display_url}: try "
