@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from kafka import KafkaConsumer
-
 from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.schemas.payload_record import PayloadRecord, decode, encode
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import ensure_topics
+from tests.support.topic_reader import read_records
 
 
 def test_payload_records_go_through_a_producer_that_does_not_recompress(
@@ -32,13 +31,8 @@ def test_payload_records_go_through_a_producer_that_does_not_recompress(
         precompressed.send(topic, key=b"req-1", value=encode(record))
         plain.send(topic, key=b"span", value=b"not compressed by its sender " * 100)
         assert lazy.flush(10)  # flushes both
-        consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=10_000)
-        try:
-            # Iterates until nothing new came for consumer_timeout_ms.
-            values = {message.key: message.value for message in consumer}
-        finally:
-            consumer.close()
+        values = {message.key: message.value for message in
+                  read_records(topic, 2, bootstrap_servers=broker.bootstrap)}
         assert decode(values[b"req-1"]) == record
         assert values[b"span"] == b"not compressed by its sender " * 100
     finally:

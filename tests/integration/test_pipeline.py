@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -17,6 +17,7 @@ from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import GuardTelemetry
 from guardtrace.schemas import names
 from guardtrace.store.writer import ClickHouseWriter
+from tests.support.topic_reader import read_records
 
 from .conftest import Pipeline, wait_for
 
@@ -158,10 +159,8 @@ def test_poison_records_go_to_dead_letters_and_good_records_land(pipeline: Pipel
     assert stats.dead_letters == len(poison)
     assert pipeline.scalar("SELECT count() FROM {db}.span_events FINAL") == 100
     assert pipeline.scalar("SELECT uniqExact(payload_id) FROM {db}.payloads FINAL") == 100
-    dlq = KafkaConsumer(config.dead_letter_topic, bootstrap_servers=pipeline.bootstrap,
-                        auto_offset_reset="earliest", consumer_timeout_ms=3000)
-    letters = list(dlq)
-    dlq.close()
+    letters = read_records(config.dead_letter_topic, len(poison),
+                           bootstrap_servers=pipeline.bootstrap)
     assert sorted(r.value for r in letters) == sorted(v for _, v in poison)
     for record in letters:
         headers = dict(record.headers)

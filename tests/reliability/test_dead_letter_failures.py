@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.errors import KafkaConnectionError
 from kafka.producer.future import FutureProduceResult, FutureRecordMetadata
 
@@ -29,6 +29,7 @@ from guardtrace.consumers.health import HealthServer
 from guardtrace.schemas import names
 from guardtrace.transport.broker import free_port
 from tests.support.health_http import get_json
+from tests.support.topic_reader import read_records
 
 from .conftest import Pipeline, wait_for
 from .records import span_message
@@ -74,14 +75,10 @@ def committed(admin: KafkaAdminClient, pipeline: Pipeline) -> dict[int, int]:
             if tp.topic == pipeline.consumer_config.spans_topic and m.offset >= 0}
 
 
-def dead_letters_in_topic(pipeline: Pipeline) -> list[Any]:
-    reader = KafkaConsumer(pipeline.consumer_config.dead_letter_topic,
-                           bootstrap_servers=pipeline.bootstrap, auto_offset_reset="earliest",
-                           consumer_timeout_ms=5_000)
-    try:
-        return list(reader)
-    finally:
-        reader.close()
+def dead_letters_in_topic(pipeline: Pipeline, expected: int) -> list[Any]:
+    """The dead-letter topic's records: ``expected`` of them, and any surplus."""
+    return read_records(pipeline.consumer_config.dead_letter_topic, expected,
+                        bootstrap_servers=pipeline.bootstrap)
 
 
 @pytest.mark.timeout(240)
@@ -145,7 +142,7 @@ def test_failed_dead_letter_sends_are_retried_and_hold_back_the_commit(
 
     assert pipeline.scalar("SELECT count() FROM {db}.span_events FINAL") == n
     assert pipeline.scalar("SELECT uniqExact(event_id) FROM {db}.span_events") == n
-    letters = dead_letters_in_topic(pipeline)
+    letters = dead_letters_in_topic(pipeline, len(poison_at))
     sources = sorted((int(dict(r.headers)[names.HEADER_DLQ_SOURCE_PARTITION]),
                       int(dict(r.headers)[names.HEADER_DLQ_SOURCE_OFFSET])) for r in letters)
     assert sources == sorted(poison_at.items())
