@@ -106,7 +106,7 @@ def test_hooks_and_pipeline_configured_by_environment_run_over_mutual_tls(
     poison.send(topics.spans, key=b"tls-poison", value=b"not an OTLP message").get(20)
     poison.close()
 
-    stats = opened.consumer().run(until_idle_s=2.0)
+    stats = opened.consumer().run(until_idle_s=1.0)  # all of it was sent and acknowledged
 
     assert stats.dead_letters == 1
     db = config.store.database

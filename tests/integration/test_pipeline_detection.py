@@ -204,7 +204,7 @@ def test_a_request_id_in_a_later_message_still_finds_the_findings_once(
         pipeline: Pipeline, chdb_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spans = trace_spans()
     produce(pipeline, otlp_request(spans, split=True))
-    stats = pipeline.consume_until_idle(idle_s=2.0)
+    stats = pipeline.consume_until_idle()
     assert stats.dead_letters == 0 and stats.pipeline_detection["llm_spans"] == 2, stats
 
     # No state in the consumer: the LLM spans' message had no request id, so the
