@@ -114,8 +114,14 @@ class EmbeddedBroker:
         raise BrokerError(f"the embedded broker did not accept connections on port "
                           f"{self.port} within {timeout_s:.0f}s")
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the broker (SIGTERM, then SIGKILL after the timeout)."""
+    def stop(self, timeout_s: float = 1.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after the timeout).
+
+        Tansu exits at once on SIGTERM unless a JoinGroup request is parked, say a
+        consumer still joining when Ctrl-C came; then it waits for that group's
+        rebalance, up to a member's session timeout (6 s by default). Its storage is
+        memory, so that wait saves nothing: a second, then SIGKILL.
+        """
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
