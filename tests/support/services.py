@@ -87,13 +87,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
         log = tmp_path_factory.mktemp("broker") / "tansu.log"
         return EmbeddedBroker(free_port(), log_path=log).start()
 
-    def stop(instance: EmbeddedBroker) -> None:
-        # Tansu holds SIGTERM while a JoinGroup is parked (until the group's rebalance
-        # ends, up to a session timeout): the session's last teardown waited 3-5 s for
-        # it. Its storage is memory, so there is nothing to flush: 1 s, then SIGKILL.
-        instance.stop(timeout_s=1.0)
-
-    with _shared_resource("broker", start, stop) as instance:
+    with _shared_resource("broker", start, EmbeddedBroker.stop) as instance:
         yield instance
 
 
