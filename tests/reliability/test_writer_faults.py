@@ -235,7 +235,7 @@ def test_stopping_during_an_outage_commits_nothing_past_what_clickhouse_holds(
     assert 0 < committed <= stored, (committed, stored)
 
     # ClickHouse is back: the next run replays what was given up, and nothing is lost.
-    pipeline.consume_until_idle(idle_s=3)
+    pipeline.consume_until_idle()  # all on the broker already; the counts below are exact
     assert pipeline.scalar("SELECT count() FROM {db}.span_events FINAL") == len(emitted)
     assert pipeline.scalar("SELECT uniqExact(event_id) FROM {db}.span_events") == len(emitted)
 
