@@ -40,6 +40,7 @@ from guardtrace.schemas import names
 from guardtrace.schemas.payload_record import decode
 from guardtrace.transport.broker import EmbeddedBroker
 from guardtrace.transport.topics import ensure_topics
+from tests.support.wheel import guardtrace_wheel_fixture  # noqa: F401 - the guardtrace_wheel fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_CORE_INSTALL_MB = 60
@@ -113,12 +114,8 @@ def _new_venv(path: Path) -> Venv:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w",
-                           str(out), str(ROOT)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return next(out.glob("guardtrace-*.whl"))
+def wheel(guardtrace_wheel: Path) -> Path:
+    return guardtrace_wheel  # built once per session, shared with tests/unit/test_packaging.py
 
 
 @pytest.fixture

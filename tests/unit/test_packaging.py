@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.wheel import guardtrace_wheel_fixture  # noqa: F401 - the guardtrace_wheel fixture
 
 
-def test_wheel_installs_only_the_guardtrace_namespace(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path),
-         str(ROOT)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    wheel = next(tmp_path.glob("guardtrace-*.whl"))
+def test_wheel_installs_only_the_guardtrace_namespace(guardtrace_wheel: Path) -> None:
+    wheel = guardtrace_wheel
     files = zipfile.ZipFile(wheel).namelist()
     top_level = {name.split("/")[0] for name in files}
     assert top_level == {"guardtrace", next(t for t in top_level if t.endswith(".dist-info"))}
