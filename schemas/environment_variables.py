@@ -156,11 +156,12 @@ ALERT_DEAD_LETTER_LOG: Final = EnvVar(
     "JSON-lines file to which alert notifications still undelivered after every retry are "
     "appended.", "pipeline")
 EMBEDDED_BROKER_MAX_RSS_MB: Final = EnvVar(
-    "GUARDTRACE_EMBEDDED_BROKER_MAX_RSS_MB", "0",
+    "GUARDTRACE_EMBEDDED_BROKER_MAX_RSS_MB", "256",
     "Resident memory (MB) at which `guardtrace up` replaces its embedded broker, which keeps "
     "every record in memory, with a fresh one once its consumer has drained the old; 0 "
-    "never replaces it. Only for producers that are not idempotent: an idempotent "
-    "producer's state stays on the old broker and the new one refuses it.", "pipeline")
+    "never replaces it. Producers of your own that write to the embedded broker must not "
+    "be idempotent (guardtrace's are not): a fresh broker refuses an idempotent producer's "
+    "id.", "pipeline")
 
 # Transport security: read by schemas/transport_security.py, which every Kafka client and
 # every ClickHouse server connection takes its settings from.

@@ -74,6 +74,10 @@ class LazyProducer:
             "max_block_ms": _MAX_BLOCK_MS,
             "request_timeout_ms": 10_000,
             "retries": 5,
+            # Not idempotent: the store collapses a batch sent twice (rows have fixed
+            # identities; readers use FINAL), and an idempotent producer cannot follow
+            # `guardtrace up` to a fresh embedded broker (its producer id is refused).
+            "enable_idempotence": False,
             "reconnect_backoff_max_ms": 2_000,
             # Creating the producer waits this long for a broker, on its own thread.
             "bootstrap_timeout_ms": 3_000,

@@ -29,7 +29,8 @@ from .conftest import wait_for
 
 pytestmark = [pytest.mark.usefixtures("collectors_reset")]
 
-# Idempotent producers cannot move between Tansu brokers (see broker_rotation.py).
+# A bare kafka-python producer is idempotent by default, and an idempotent producer
+# cannot move between Tansu brokers (see broker_rotation.py); the collectors' is not.
 _MOVABLE_PRODUCER = {"enable_idempotence": False}
 
 
@@ -67,8 +68,7 @@ class Agent:
         collectors.configure(
             set_global=False, kafka_bootstrap=bootstrap, spans_topic=topics.spans,
             metrics_topic=topics.metrics, payloads_topic=topics.payloads,
-            logs_topic=topics.logs, metric_export_interval_ms=60_000,
-            producer_overrides=_MOVABLE_PRODUCER)
+            logs_topic=topics.logs, metric_export_interval_ms=60_000)
         self.sent: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
