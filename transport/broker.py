@@ -13,7 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["BrokerError", "EmbeddedBroker", "free_port", "port_in_use", "tansu_binary"]
+__all__ = ["BrokerError", "EmbeddedBroker", "free_port", "port_in_use", "stop_process",
+           "tansu_binary"]
 
 
 class BrokerError(RuntimeError):
@@ -47,6 +48,18 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
         return sock.connect_ex((host, port)) == 0
+
+
+def stop_process(process: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+    """Stop a child (SIGTERM, then SIGKILL after ``timeout_s``); nothing if it has ended."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class EmbeddedBroker:
@@ -123,14 +136,7 @@ class EmbeddedBroker:
         memory, so that wait saves nothing: a second, then SIGKILL.
         """
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout_s)
 
     def alive(self) -> bool:
         """True while the broker process is running."""

@@ -36,7 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..schemas.transport_security import KafkaSecurity
-from .broker import BrokerError, EmbeddedBroker, free_port, port_in_use, tansu_binary
+from .broker import (
+    BrokerError,
+    EmbeddedBroker,
+    free_port,
+    port_in_use,
+    stop_process,
+    tansu_binary,
+)
 from .lag import read_consumer_lag
 from .topics import DEFAULT_PARTITIONS, TopicSet, ensure_topics
 
@@ -136,14 +143,7 @@ class BrokerProxy:
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the proxy (SIGTERM, then SIGKILL after the timeout)."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout_s)
 
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
