@@ -413,7 +413,8 @@ def find_ungrounded(reply: str, grounds: Grounds,
              if (v := _number(digits)) is not None]
     amounts = [v for _, v in found]
     # Most replies estimate nothing: look for the words once, not before every amount.
-    estimates = bool(found) and any(w in reply.lower() for w in _ESTIMATE_WORDS)
+    lowered = reply.lower() if found else ""
+    estimates = any(w in lowered for w in _ESTIMATE_WORDS)
     at = 0
     for i, (written, value) in enumerate(found):
         if value == 0:

@@ -185,23 +185,23 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
             best = LoopMatch(index, score, _excerpt(text))
     if best is None:
         return None
+    user_words = content_words(user_said) if user_said else frozenset()
+    insisted = bool(user_said) and _INSISTING_RE.search(user_said) is not None
+    refusal = _REFUSAL_RE.search(reply) is not None
     # The user insisting is not progress: a refusal that echoes the insistence ("no
     # exception or workaround") says nothing new. New facts of the user's are answered.
-    insisted = bool(user_said) and _INSISTING_RE.search(user_said) is not None
-    echoed = (content_words(user_said) if insisted and _REFUSAL_RE.search(reply)
-              else frozenset())
+    echoed = user_words if insisted and refusal else frozenset()
     if _says_something_new(reply, frozenset(said) | echoed, said_values):
         return None
     if _LOOKUP_OFFER_RE.search(reply) and not any(
             _LOOKUP_OFFER_RE.search(text) for _, text, _ in earlier):
         return None  # a new way forward
-    if (user_said and _REQUEST_RE.search(reply) and not _REFUSAL_RE.search(reply)
-            and (words - said) & content_words(user_said)):
+    takes_up_user = bool((words - said) & user_words)
+    if takes_up_user and _REQUEST_RE.search(reply) and not refusal:
         return None  # a request for what the user's new request needs
     # The user asked something new (not insisting) and the reply takes it up: an answer
     # to a new question, however like the last one ("unable to give your gift card
     # balance", then "... your certificate balance").
-    if (user_said and not insisted and "?" in user_said
-            and (words - said) & content_words(user_said)):
+    if takes_up_user and not insisted and "?" in user_said:
         return None
     return best
