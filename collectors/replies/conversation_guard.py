@@ -33,11 +33,13 @@ from typing import Any
 
 from ...schemas import names
 from ..tool_catalog import read_tool_specs
+from .arithmetic import expression_operands, invented_operands
 from .claim_backing import ClaimMatcher
 from .claims import DONE, find_claims
 from .conversation import Conversation, read_conversation
 from .grounding import (
     Grounds,
+    UngroundedValue,
     find_misreported_outcomes,
     find_ungrounded,
     result_amounts,
@@ -46,6 +48,12 @@ from .loops import find_loop
 from .text_tool_calls import find_text_tool_calls
 from .tool_kinds import ToolKinds
 from .verbs import READ, WRITE
+from .write_outcomes import (
+    UnappliedField,
+    find_contradicted_fields,
+    settle_fields,
+    unapplied_fields,
+)
 
 __all__ = [
     "CONVERSATION_TIERS",
@@ -62,8 +70,10 @@ CONVERSATION_TIERS: tuple[str, ...] = (
 _TIER_ORDER = {tier: i for i, tier in enumerate(CONVERSATION_TIERS)}
 _MAX_EVIDENCE = 3
 _CACHED_CATALOGS = 16
-# Money amounts of writes' results kept for the outcome check, per turn and before it.
+# Money amounts of writes' results kept for the outcome check, per turn and before it,
+# and fields a write of the turn asked for that its result does not show.
 _MAX_WRITE_AMOUNTS = 64
+_MAX_UNAPPLIED = 64
 # A reply is read at its first 32 KB and last 8 KB, a source message (a tool result, the
 # system prompt) at its first 256 KB. No real reply is that long; the guards run on the
 # agent's thread, and the bound keeps any input, however crafted, under a fixed cost.
@@ -219,12 +229,19 @@ class ConversationDetector:
                     if result and hash(result) not in results_seen:
                         since_result.clear()
                         results_seen.add(hash(result))
-                    grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
                     call = conv.call_answered(position)
+                    if call is None or _grounded_result(call.arguments, grounds):
+                        grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
+                    else:
+                        grounds.add_guess(message.text)
                     if (call is not None and conv.ran(call)
                             and WRITE in (catalog.kinds.of(call.name) or ())):
+                        source = message.text[:_MAX_SOURCE_CHARS]
                         turn.write_amounts = (turn.write_amounts + result_amounts(
-                            message.text[:_MAX_SOURCE_CHARS]))[-_MAX_WRITE_AMOUNTS:]
+                            source))[-_MAX_WRITE_AMOUNTS:]
+                        turn.unapplied = (settle_fields(turn.unapplied, source)
+                                          + unapplied_fields(call.arguments, source)
+                                          )[-_MAX_UNAPPLIED:]
                 else:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
                     if message.role == "user":
@@ -239,6 +256,7 @@ class ConversationDetector:
                 since_result.clear()
             else:
                 since_result.append((message.index, _bounded(message.text), None))
+            grounds.add_said(message.text[:_MAX_SOURCE_CHARS])
             user_said.clear()
         return verdicts
 
@@ -263,6 +281,8 @@ class ConversationDetector:
                                      ignore=(n.lower() for n in catalog.names))
             values += find_misreported_outcomes(text, turn.write_amounts,
                                                 turn.earlier_write_amounts)
+            values += [UngroundedValue("outcome", f.evidence)
+                       for f in find_contradicted_fields(text, turn.unapplied)]
             if values:
                 findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
                                         ", ".join(v.text for v in values[:_MAX_EVIDENCE])))
@@ -329,6 +349,7 @@ class _TurnState:
     earlier_call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
     write_amounts: list[float] = field(default_factory=list)
     earlier_write_amounts: list[float] = field(default_factory=list)
+    unapplied: list[UnappliedField] = field(default_factory=list)
 
     def next(self, conv: Conversation, position: int, kinds: ToolKinds) -> _TurnState:
         """The state of the turn that starts at ``position``."""
@@ -347,6 +368,13 @@ class _TurnState:
             call_kinds=call_kinds, earlier_call_kinds=earlier_call_kinds,
             earlier_write_amounts=(self.earlier_write_amounts
                                    + self.write_amounts)[-_MAX_WRITE_AMOUNTS:])
+
+
+def _grounded_result(arguments: str, grounds: Grounds) -> bool:
+    # A calculator's result is only as grounded as its operands ("498 * 1.5" with no 1.5
+    # seen anywhere computes a price no one gave).
+    operands = expression_operands(arguments)
+    return operands is None or not invented_operands(operands, grounds.operand_known)
 
 
 def _add_kinds(into: dict[str, frozenset[str] | None], name: str,

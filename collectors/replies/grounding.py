@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .claims import sentences
+from .write_outcomes import outcome_reports
 
 __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungrounded",
            "result_amounts"]
@@ -63,6 +63,8 @@ _TOTAL_TERMS = 10
 _MAX_VALUES = 256
 _NEARBY = 12
 _MAX_SUBSET_SUMS = 1024
+# A calculator's result is a number: its first characters hold it.
+_MAX_GUESS_CHARS = 256
 
 
 def _is_word_char(char: str) -> bool:
@@ -210,6 +212,10 @@ class Grounds:
         self._times: set[str] = set()
         self._results: list[str] = []
         self._totals: set[int] | None = None
+        self._guesses: set[int] = set()  # calculator results of operands no one gave
+        self._said: list[str] = []  # the agent's own earlier replies (read lazily)
+        self._said_keys: set[int] = set()
+        self._read_said = 0
 
     def add(self, text: str) -> None:
         """Take ``text`` (a tool result, a user message, a system prompt) as a source.
@@ -240,6 +246,32 @@ class Grounds:
         # Parsed only if a value needs a total (most replies' values are seen as they are).
         self._results = (self._results + [text])[-_MAX_SUBSET_TERMS:]
         self._totals = None
+
+    def add_said(self, reply: str) -> None:
+        """Take an earlier reply of the agent's: not a source for later replies, but
+        what the agent computes with next (its values were judged when it said them)."""
+        if reply:
+            self._said.append(reply)
+
+    def operand_known(self, value: float) -> bool:
+        """Whether ``value`` is a number a source or the agent's own earlier reply gave,
+        or a total of the latest results' amounts (the legs of a fare)."""
+        if self.has_number(value) or self._results_total(value):
+            return True
+        for text in self._said[self._read_said:]:
+            self._said_keys.update(_keys_in(text))
+        self._read_said = len(self._said)
+        return _key(abs(value)) in self._said_keys
+
+    def add_guess(self, result: str) -> None:
+        """Take the result of a calculation on a number no source gave: a reply stating
+        it states a guess, however derivable it is from other values."""
+        self._guesses.update(_keys_in(result[:_MAX_GUESS_CHARS]))
+
+    def guessed(self, value: float) -> bool:
+        """Whether ``value`` is a guess's result that no source stated itself."""
+        return (bool(self._guesses) and _key(abs(value)) in self._guesses
+                and not self.has_number(value))
 
     def has_time(self, clock: str) -> bool:
         """Whether the clock time ``"HH:MM"`` occurred in the sources."""
@@ -292,13 +324,15 @@ class Grounds:
                 return True
         if any(seen(value / k) for k in _SMALL_FACTORS):
             return True
-        # A total of some of the amounts the reply lists or the latest results hold (fares
-        # of several legs and passengers): subset sums, bounded so a long list costs little.
+        return self._results_total(value) or _key(value) in _subset_sums(before)
+
+    def _results_total(self, value: float) -> bool:
+        # A total of some of the amounts the latest results hold (fares of several legs
+        # and passengers): subset sums, bounded so a long list costs little.
         if self._totals is None:
             amounts = [a for text in self._results for a in result_amounts(text)]
             self._totals = _subset_sums([abs(a) for a in amounts[-_MAX_SUBSET_TERMS:]])
-        target = _key(value)
-        return target in self._totals or target in _subset_sums(before)
+        return _key(value) in self._totals
 
 
 def _words_in(text: str) -> frozenset[str]:
@@ -426,7 +460,8 @@ def find_ungrounded(reply: str, grounds: Grounds,
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
-        if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
+        if grounds.guessed(value) or not grounds.derivable(
+                value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(written, UngroundedValue("money", written))
     money_digits: set[str] | None = None  # "$12345678" is money, not an id
     for word in _code_candidates(reply):
@@ -455,14 +490,6 @@ _AMOUNT_KEY_RE = re.compile(r"amount|price|total|cost|fee|charge|refund|paid|bal
 _AMOUNT_PROSE_RE = re.compile(
     r"(?:amount|price|total|cost|fee|charge|refund|paid|balance)\D{0,20}?(-?\d[\d,]*(?:\.\d+)?)",
     re.IGNORECASE)
-# Sentences that report what a write did with money.
-# Reported as done, in the past: "has been charged", "was refunded", "processed".
-_OUTCOME_VERBS = (r"(?:charged|refunded|credited|processed|applied|paid|deducted|billed|"
-                  r"issued|returned|waived|updated|modified|changed|upgraded|downgraded|"
-                  r"booked|cancell?ed|confirmed)")
-_OUTCOME_RE = re.compile(
-    rf"\b(?:(?:has|have|had)\s+(?:\w+\s+)?been|was|were|(?:i|we)(?:['’]ve|\s+have)|"
-    rf"successfully)\s+(?:\w+\s+)?{_OUTCOME_VERBS}\b", re.IGNORECASE)
 _CHARGE_RE = re.compile(r"\b(?:charged|paid|deducted|billed|additional\s+(?:cost|charge)s?)\b",
                         re.IGNORECASE)
 _LISTED_OUTCOME_RE = re.compile(r"\b(?:total|cost|charged?|refund(?:ed)?|fees?|paid)\b",
@@ -522,7 +549,9 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
     """
     if not amounts:
         return []
-    reports = _outcome_reports(reply)
+    # Of a list a report introduces, only lines stating what was charged, refunded or
+    # totalled: a payment method's balance there describes the method, not an outcome.
+    reports = outcome_reports(reply, listed=_LISTED_OUTCOME_RE.search)
     if not reports:
         return []
     keys = {_key(abs(a)) for a in (*amounts, *earlier)}
@@ -554,30 +583,6 @@ def find_misreported_outcomes(reply: str, amounts: Sequence[float],
                       r"\brefund", sentence, re.IGNORECASE)):
                 out.setdefault(text, UngroundedValue("outcome", text))  # refunded, not charged
     return list(out.values())
-
-
-_PARAGRAPH_RE = re.compile(r"\n[ \t]*\n")
-
-
-def _outcome_reports(reply: str) -> list[str]:
-    """The sentences that report what writes did: every sentence of a paragraph that
-    says a write happened ("The reservations have been downgraded ... You will save a
-    total of $7,222"), not only the one with the verb."""
-    reports: list[str] = []
-    introduced = False  # the paragraph before was a report ending in ":"
-    for paragraph in _PARAGRAPH_RE.split(reply):
-        parts = [sentence for _, sentence in sentences(paragraph)]
-        reporting = any(_OUTCOME_RE.search(sentence) for sentence in parts)
-        if reporting:
-            reports += parts
-        elif introduced:
-            # "...has been updated with the following details:" and then a list: of the
-            # list, only lines that state what was charged, refunded or totalled (a payment
-            # method's balance there describes the method, it is not an outcome).
-            reports += [line for part in parts for line in part.splitlines()
-                        if _LISTED_OUTCOME_RE.search(line)]
-        introduced = (reporting or introduced) and paragraph.rstrip().endswith(":")
-    return reports
 
 
 def _subset_sums(values: Sequence[float]) -> set[int]:
