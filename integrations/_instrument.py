@@ -31,6 +31,7 @@ from ..collectors.replies.fabrication_detector import FabricationDetector
 from ..schemas.request_ids import storable_request_id
 from ._exchange import Exchange, ExchangeGuard, disclaimer_suffix, last_user_text
 from ._sdk import given
+from ._settings import check_flag, check_guard, check_retries, check_tool_kinds
 from ._streams import Accumulator, ObservedStreamManager, observe_stream
 from ._tool_feedback import TOOL_CALL_NOTE
 from ._tool_retry import retry_async, retry_sync, tool_retry
@@ -104,16 +105,17 @@ def guard_client(client: Any, endpoints: tuple[Endpoint, ...], *, is_async: bool
     Raises:
         ValueError: ``tool_retries`` is not an integer >= 0, or both ``guard`` and
             ``tool_kinds`` are given.
-        TypeError: ``guard`` is not a FabricationGuard.
+        TypeError: ``guard`` is not a FabricationGuard, ``tool_kinds`` not a mapping,
+            ``act`` or ``record_exchanges`` not a bool.
     """
-    if isinstance(tool_retries, bool) or not isinstance(tool_retries, int) or tool_retries < 0:
-        raise ValueError(f"tool_retries must be an integer >= 0, got {tool_retries!r}")
+    check_retries(tool_retries)
+    check_flag(act, "act")
+    check_flag(record_exchanges, "record_exchanges")
+    check_guard(guard)
+    check_tool_kinds(tool_kinds)
     if guard is not None and tool_kinds is not None:
         raise ValueError("pass either guard= or tool_kinds= (a guard has its own tool kinds: "
                          "FabricationGuard(FabricationDetector(tool_kinds=...)))")
-    if guard is not None and not isinstance(guard, FabricationGuard):
-        raise TypeError(f"guard must be a guardtrace FabricationGuard, got "
-                        f"{type(guard).__name__}")
     if tool_kinds is not None:
         guard = FabricationGuard(FabricationDetector(tool_kinds=tool_kinds))
     remove(client)

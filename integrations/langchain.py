@@ -31,6 +31,7 @@ a LangChain runnable sees one model call, not the loop. See :data:`VERIFICATION_
 
 from __future__ import annotations
 
+import copy
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -68,6 +69,7 @@ from ._messages import (
     text_of,
     with_disclaimers,
 )
+from ._settings import check_flag, check_guard, check_retries, check_tool_list
 from ._tool_feedback import TOOL_CALL_NOTE
 from ._tool_retry import retry_async, retry_sync, tool_retry
 
@@ -137,6 +139,27 @@ def tool_catalog(tools: Any) -> list[Any]:
     return [_openai_tool(tool) for tool in tools]
 
 
+def _given_catalog(tools: Any) -> list[Any]:
+    """The catalog of a ``tools=`` setting, refused with the reason when it cannot be
+    read: at construction, not as a hook error on every call."""
+    check_tool_list(tools)
+    catalog = tool_catalog(tools)
+    read_tool_specs(catalog)  # GuardInputError naming the tool that cannot be read
+    return catalog
+
+
+def _chat_model(model: Any) -> Runnable[Any, Any]:
+    """``model`` when it is a LangChain runnable; TypeError naming what was expected."""
+    if isinstance(model, Runnable):
+        return model
+    if isinstance(model, type) and issubclass(model, Runnable):
+        got = f"the class {model.__qualname__} (pass a model: ChatOpenAI(model=...))"
+    else:
+        got = f"{type(model).__module__}.{type(model).__qualname__}"
+    raise TypeError(f"GuardedChatModel expects a LangChain chat model (or a Runnable that "
+                    f"returns an AIMessage), got {got}")
+
+
 def _bound_tools(model: Any) -> list[Any]:
     # model.bind_tools(...) is a RunnableBinding whose kwargs carry the tools.
     kwargs = getattr(model, "kwargs", None)
@@ -204,6 +227,11 @@ class GuardtraceCallbackHandler(BaseCallbackHandler):
         guard: The fabrication guard to use (its detector sets tool kinds, tiers and
             disclaimers); a default one when None.
         record_exchanges: Record each call's messages and reply as a payload.
+
+    Raises:
+        TypeError: ``tools`` is not a list of tools, ``guard`` not a FabricationGuard,
+            ``record_exchanges`` not a bool.
+        GuardInputError: a tool of ``tools`` cannot be read as a tool.
     """
 
     # Run on the caller's thread even in async code: the checks take milliseconds, and
@@ -213,10 +241,12 @@ class GuardtraceCallbackHandler(BaseCallbackHandler):
     def __init__(self, *, tools: Any = None, agent: str | None = None,
                  channel: str | None = None, guard: FabricationGuard | None = None,
                  record_exchanges: bool = True) -> None:
-        self.tools = tool_catalog(tools)
+        self.tools = _given_catalog(tools) if tools is not None else []
         self.agent = agent
         self.channel = channel
-        self.checks = ExchangeGuard(agent=agent, guard=guard, record_exchanges=record_exchanges)
+        self.checks = ExchangeGuard(agent=agent, guard=check_guard(guard),
+                                    record_exchanges=check_flag(record_exchanges,
+                                                                "record_exchanges"))
         self._lock = threading.Lock()
         self._roots: dict[UUID, UUID] = {}
         self._request_ids: dict[UUID, str] = {}
@@ -364,30 +394,33 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         annotate: Append the disclaimer to a flagged reply (False: only report it).
 
     Raises:
-        ValueError: ``tool_retries`` is below 0.
+        TypeError: ``model`` is not a LangChain runnable, ``tools`` not a list of tools,
+            ``guard`` not a FabricationGuard, ``annotate`` not a bool.
+        ValueError: ``tool_retries`` is not an integer >= 0.
+        GuardInputError: a tool of ``tools`` cannot be read as a tool.
     """
 
     def __init__(self, model: Runnable[Any, Any], *, tools: Any = None,
                  agent: str | None = None, channel: str | None = None,
                  guard: FabricationGuard | None = None, tool_retries: int = 1,
                  annotate: bool = True) -> None:
-        if tool_retries < 0:
-            raise ValueError(f"tool_retries must be 0 or more, got {tool_retries}")
-        self.model = model
-        self.tools = tool_catalog(tools) if tools is not None else _bound_tools(model)
+        self.model = _chat_model(model)
+        self.tools = _given_catalog(tools) if tools is not None else _bound_tools(model)
         self.agent = agent
         self.channel = channel
-        self.guard = guard or FabricationGuard()
-        self.tool_retries = tool_retries
-        self.annotate = annotate
+        self.guard = check_guard(guard) or FabricationGuard()
+        self.tool_retries = check_retries(tool_retries)
+        self.annotate = check_flag(annotate, "annotate")
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GuardedChatModel:
         """The wrapped model with ``tools`` bound, guarded against exactly those tools."""
         bind = getattr(self.model, "bind_tools", None)
         model = bind(tools, **kwargs) if callable(bind) else self.model.bind(tools=tools, **kwargs)
-        return GuardedChatModel(model, tools=tools, agent=self.agent, channel=self.channel,
-                                guard=self.guard, tool_retries=self.tool_retries,
-                                annotate=self.annotate)
+        # Not checked as a tools= setting is: the wrapped model took these tools, and a
+        # form the guards cannot read must not stop an agent that works without them.
+        bound = copy.copy(self)
+        bound.model, bound.tools = model, tool_catalog(tools)
+        return bound
 
     def invoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
                **kwargs: Any) -> BaseMessage:

@@ -92,8 +92,10 @@ def instrument(client: Any, *, agent: str | None = None, act: bool = False,
         ``client`` itself, instrumented.
 
     Raises:
-        TypeError: ``client`` is not an OpenAI client; ``guard`` is not a guard.
-        ValueError: ``tool_retries`` is below 0, or both ``guard`` and ``tool_kinds``.
+        TypeError: ``client`` is not an OpenAI client; ``guard`` is not a guard,
+            ``tool_kinds`` not a mapping, ``act`` or ``record_exchanges`` not a bool.
+        ValueError: ``tool_retries`` is not an integer >= 0, or both ``guard`` and
+            ``tool_kinds``.
     """
     return guard_client(client, ENDPOINTS, is_async=_client_kind(client, "instrument"),
                         agent=agent, act=act, tool_retries=tool_retries, guard=guard,

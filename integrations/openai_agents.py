@@ -85,6 +85,7 @@ from ..schemas import names
 from ._exchange import Exchange, ExchangeGuard, last_user_text
 from ._messages import from_responses_items, with_disclaimers
 from ._sdk import plain
+from ._settings import check_flag, check_guard, check_retries, check_tiers
 from ._tool_feedback import tool_call_feedback
 
 __all__ = [
@@ -431,21 +432,29 @@ class AgentsGuard:
             :func:`install_tracing` registered when None.
         record_exchanges: Record each model call's input and output as an
             ``llm_exchange`` payload.
+
+    Raises:
+        ValueError: ``tool_retries`` is not an integer >= 0; ``trip_on`` names a tier
+            that does not exist (it would never trip).
+        TypeError: ``trip_on`` is a lone string, ``guard`` not a FabricationGuard,
+            ``tracing`` not a GuardtraceTracingProcessor, ``record_exchanges`` not a bool.
     """
 
     def __init__(self, *, agent_label: str | None = None, channel: str | None = None,
                  guard: FabricationGuard | None = None, tool_retries: int = 1,
                  trip_on: Iterable[str] = (), tracing: GuardtraceTracingProcessor | None = None,
                  record_exchanges: bool = True) -> None:
-        if tool_retries < 0:
-            raise ValueError(f"tool_retries must be 0 or more, got {tool_retries}")
+        if tracing is not None and not isinstance(tracing, GuardtraceTracingProcessor):
+            raise TypeError(f"tracing must be a GuardtraceTracingProcessor (from "
+                            f"install_tracing()), got {type(tracing).__name__}")
         self.agent_label = agent_label
         self.channel = channel
-        self.checks = ExchangeGuard(agent=agent_label, guard=guard,
-                                    record_exchanges=record_exchanges)
+        self.checks = ExchangeGuard(agent=agent_label, guard=check_guard(guard),
+                                    record_exchanges=check_flag(record_exchanges,
+                                                                "record_exchanges"))
         self.guard = self.checks.guard
-        self.tool_retries = tool_retries
-        self.trip_on = frozenset(trip_on)
+        self.tool_retries = check_retries(tool_retries)
+        self.trip_on = check_tiers(trip_on, "trip_on")
         self.tracing = tracing
         self.hooks = GuardtraceRunHooks(self)
         self.output_guardrail: OutputGuardrail[Any] = OutputGuardrail(
@@ -458,7 +467,14 @@ class AgentsGuard:
     # -- wiring -------------------------------------------------------------------------------
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
         """``base`` (or a default ``RunConfig``) with the guards added: invented tools are
-        answered with feedback, not raised, and the output guardrail runs."""
+        answered with feedback, not raised, and the output guardrail runs.
+
+        Raises:
+            TypeError: ``base`` is not a ``RunConfig``.
+        """
+        if base is not None and not isinstance(base, RunConfig):
+            raise TypeError(f"run_config expects an agents.RunConfig, got "
+                            f"{type(base).__name__}")
         base = base or RunConfig()
         formatter = base.tool_error_formatter
 
@@ -486,8 +502,12 @@ class AgentsGuard:
         guard, since the guard sees the run through them.
 
         Raises:
-            TypeError: ``hooks`` that do not report to this guard.
+            TypeError: ``agent`` is not an ``agents.Agent``; ``hooks`` that do not
+                report to this guard; ``run_config`` that is not a ``RunConfig``.
         """
+        if not isinstance(agent, Agent):
+            raise TypeError(f"AgentsGuard.run expects an agents.Agent, got "
+                            f"{type(agent).__name__}")
         hooks = kwargs.pop("hooks", None) or self.hooks
         if not (isinstance(hooks, GuardtraceRunHooks) and hooks.guard is self):
             raise TypeError("hooks must be a GuardtraceRunHooks (subclass) made with this "

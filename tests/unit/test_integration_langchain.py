@@ -31,7 +31,7 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from guardtrace.collectors import TurnAction, VerificationLoop
+from guardtrace.collectors import GuardInputError, TurnAction, VerificationLoop
 from guardtrace.collectors.emit.internal import internal_totals
 from guardtrace.collectors.questions.verification import TurnActionKind
 from guardtrace.collectors.testing import Capture, capture
@@ -209,9 +209,10 @@ def test_every_model_call_of_one_graph_run_shares_the_runs_request_id(cap: Captu
 @pytest.mark.expect_hook_errors
 def test_a_failing_check_never_reaches_the_chain(cap: Capture) -> None:
     before = sum(internal_totals(names.METRIC_HOOK_ERRORS).values())
-    model = ScriptedChatModel(responses=[AIMessage(BOOKED)])
-    # A tool list no reader understands: the checks fail inside the handler.
-    handler = GuardtraceCallbackHandler(tools=[{"type": "function", "function": 42}])
+    # A bound tool list no reader understands: the checks fail inside the handler.
+    model = ScriptedChatModel(responses=[AIMessage(BOOKED)]).bind(
+        tools=[{"type": "function", "function": 42}])
+    handler = GuardtraceCallbackHandler()
     reply = model.invoke("Book me a flight", config={"callbacks": [handler]})
 
     assert reply.content == BOOKED
@@ -339,6 +340,60 @@ def test_an_error_of_the_models_own_call_is_raised_as_without_the_wrapper() -> N
         GuardedChatModel(RunnableLambda(broken)).invoke("hi")
     with pytest.raises(ValueError, match="tool_retries"):
         GuardedChatModel(RunnableLambda(broken), tool_retries=-1)
+
+
+@pytest.mark.parametrize(("model", "named"), [
+    ("gpt-4.1", "builtins.str"),
+    (None, "NoneType"),
+    (ScriptedChatModel, "the class ScriptedChatModel (pass a model"),
+])
+def test_a_model_that_is_not_a_runnable_is_refused_naming_what_was_expected(
+        model: Any, named: str) -> None:
+    with pytest.raises(TypeError, match="expects a LangChain chat model") as raised:
+        GuardedChatModel(model)
+    assert named in str(raised.value)
+
+
+@pytest.mark.parametrize(("settings", "error", "says"), [
+    ({"tools": "get_weather"}, TypeError, "tools must be a list of tools, got str"),
+    ({"tools": {"name": "get_weather"}}, TypeError, "tools must be a list of tools"),
+    ({"tools": [get_weather, 42]}, GuardInputError, "tools[1]"),
+    ({"guard": "strict"}, TypeError, "guard must be a guardtrace FabricationGuard"),
+    ({"tool_retries": "1"}, ValueError, "tool_retries must be an integer >= 0, got '1'"),
+    ({"tool_retries": True}, ValueError, "tool_retries must be an integer >= 0"),
+    ({"annotate": "false"}, TypeError, "annotate must be True or False"),
+])
+def test_wrong_settings_of_the_guarded_model_are_refused_at_construction(
+        settings: dict[str, Any], error: type[Exception], says: str) -> None:
+    with pytest.raises(error) as raised:
+        GuardedChatModel(ScriptedChatModel(responses=[]), **settings)
+    assert says in str(raised.value)
+
+
+@pytest.mark.parametrize(("settings", "error", "says"), [
+    ({"tools": "get_weather"}, TypeError, "tools must be a list of tools, got str"),
+    ({"tools": [{"type": "function", "function": 42}]}, GuardInputError, "tools[0]"),
+    ({"guard": 1}, TypeError, "guard must be a guardtrace FabricationGuard"),
+    ({"record_exchanges": "no"}, TypeError, "record_exchanges must be True or False"),
+])
+def test_wrong_settings_of_the_handler_are_refused_at_construction(
+        settings: dict[str, Any], error: type[Exception], says: str) -> None:
+    with pytest.raises(error) as raised:
+        GuardtraceCallbackHandler(**settings)
+    assert says in str(raised.value)
+
+
+def test_bind_tools_gives_a_guarded_model_with_the_same_settings(cap: Capture) -> None:
+    model = GuardedChatModel(ScriptedChatModel(responses=[call("get_wether", "c1")]),
+                             agent="travel", tool_retries=0, annotate=False)
+    bound = model.bind_tools([get_weather])
+    assert (bound.agent, bound.tool_retries, bound.annotate) == ("travel", 0, False)
+    assert [t["function"]["name"] for t in bound.tools] == ["get_weather"]
+    assert model.tools == []  # the unbound wrapper is left as it was
+    assert bound.invoke("Weather in Oslo?").tool_calls[0]["name"] == "get_wether"
+    # Judged against the bound tool, and with no retry left: reported, not asked again.
+    assert [name for name, _ in events(cap)] == [
+        names.EVENT_HALLUCINATION_DETECTED, names.EVENT_HALLUCINATION_UNRECOVERABLE]
 
 
 def test_the_documented_verification_loop_runs_as_written(cap: Capture) -> None:

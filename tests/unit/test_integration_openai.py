@@ -444,15 +444,22 @@ def test_a_value_that_is_not_a_client_is_refused_naming_what_was_expected(
         gt_openai.uninstrument(wrong)
 
 
-@pytest.mark.parametrize(("settings", "error"), [
-    ({"tool_retries": -1}, ValueError), ({"tool_retries": True}, ValueError),
-    ({"guard": object()}, TypeError),
-    ({"guard": FabricationGuard(), "tool_kinds": {"get_weather": "read"}}, ValueError),
+@pytest.mark.parametrize(("settings", "error", "says"), [
+    ({"tool_retries": -1}, ValueError, "tool_retries must be an integer >= 0, got -1"),
+    ({"tool_retries": True}, ValueError, "tool_retries must be an integer >= 0"),
+    ({"guard": object()}, TypeError, "guard must be a guardtrace FabricationGuard"),
+    ({"guard": FabricationGuard(), "tool_kinds": {"get_weather": "read"}}, ValueError,
+     "either guard= or tool_kinds="),
+    # A string is not read as pairs of letters, nor "false" as acting.
+    ({"tool_kinds": "write"}, TypeError, "tool_kinds must map tool names to 'read'"),
+    ({"act": "false"}, TypeError, "act must be True or False, got 'false'"),
+    ({"record_exchanges": 0}, TypeError, "record_exchanges must be True or False"),
 ])
-def test_settings_are_checked(settings: dict[str, Any], error: Any) -> None:
+def test_settings_are_checked(settings: dict[str, Any], error: Any, says: str) -> None:
     client = openai.OpenAI(api_key="sk-test")
-    with pytest.raises(error):
+    with pytest.raises(error) as raised:
         gt_openai.instrument(client, **settings)
+    assert says in str(raised.value)
     assert "create" not in vars(client.chat.completions)  # nothing half-installed
 
 

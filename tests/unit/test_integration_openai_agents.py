@@ -368,7 +368,7 @@ def test_without_the_sdk_the_import_error_names_the_extra(
 
 def test_a_negative_retry_budget_and_hooks_the_guard_cannot_see_are_refused(
         sdk_processors: None) -> None:
-    with pytest.raises(ValueError, match="tool_retries"):
+    with pytest.raises(ValueError, match="tool_retries must be an integer >= 0"):
         AgentsGuard(tool_retries=-1)
     guard = AgentsGuard()
     model = ScriptedModel([message(WEATHER)])
@@ -377,3 +377,29 @@ def test_a_negative_retry_budget_and_hooks_the_guard_cannot_see_are_refused(
     with pytest.raises(TypeError, match="GuardtraceRunHooks"):
         asyncio.run(guard.run(travel_agent(model), "Weather?",
                               hooks=GuardtraceRunHooks(AgentsGuard())))
+
+
+@pytest.mark.parametrize(("settings", "error", "says"), [
+    ({"tool_retries": "1"}, ValueError, "tool_retries must be an integer >= 0, got '1'"),
+    # A lone tier would be read letter by letter, a misspelt one would never trip.
+    ({"trip_on": "action"}, TypeError, "trip_on must be a list of fabrication tiers"),
+    ({"trip_on": ["action", "actoin"]}, ValueError, "trip_on: unknown tiers ['actoin']"),
+    ({"guard": "strict"}, TypeError, "guard must be a guardtrace FabricationGuard"),
+    ({"tracing": object()}, TypeError, "tracing must be a GuardtraceTracingProcessor"),
+    ({"record_exchanges": "yes"}, TypeError, "record_exchanges must be True or False"),
+])
+def test_wrong_settings_are_refused_naming_what_was_expected(
+        settings: dict[str, Any], error: type[Exception], says: str) -> None:
+    with pytest.raises(error) as raised:
+        AgentsGuard(**settings)
+    assert says in str(raised.value)
+
+
+def test_a_run_of_something_not_an_agent_is_refused_naming_what_was_expected(
+        sdk_processors: None) -> None:
+    guard = AgentsGuard()
+    with pytest.raises(TypeError, match="AgentsGuard.run expects an agents.Agent, got str"):
+        asyncio.run(guard.run("travel", "Weather?"))
+    with pytest.raises(TypeError, match="run_config expects an agents.RunConfig, got dict"):
+        guard.run_config({"max_turns": 3})
+    assert AgentsGuard(trip_on=[names.TIER_ACTION]).trip_on == {names.TIER_ACTION}
