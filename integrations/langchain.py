@@ -25,8 +25,10 @@ Request ids: ``metadata={"request_id": ...}`` in the run's config when given, el
 current OpenTelemetry trace id (run inside your request's span and the guard events
 join its trace), else the id of the top-level LangChain run the handler saw start.
 
-Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) has no hook here:
-a LangChain runnable sees one model call, not the loop. See :data:`VERIFICATION_HOWTO`.
+Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) goes through
+LangGraph's own mechanism: a dynamic model that binds the reason tool with
+``tool_choice`` until it has run (a runnable alone sees one model call, not the loop).
+See :data:`VERIFICATION_HOWTO`, which also shows the nudging loop for LangChain alone.
 """
 
 from __future__ import annotations
@@ -87,11 +89,33 @@ _THREAD_ID_KEY = "thread_id"
 API = "langchain"
 
 VERIFICATION_HOWTO = """\
-Forced verification in LangChain/LangGraph. A runnable sees one model call, not the
-loop, so the loop is yours to write; the hooks supply the decision and the texts:
+Forced verification in LangGraph: the gate decides before the run, and LangGraph's
+dynamic model (a function that picks the model for each call) forces the reason tool
+with tool_choice until it has run:
 
     with VerificationLoop(question, agent="helpdesk") as loop:  # the gate decides
         tools = [*tools, reason_tool]                    # a @tool named "reason"
+        guarded = GuardedChatModel(chat_model)
+
+        def model(state, runtime):                       # called before each model call
+            verified = any(m.type == "tool" and m.name == "reason"
+                           for m in state["messages"])
+            forced = "reason" if loop.required and not verified else None
+            return guarded.bind_tools(tools, tool_choice=forced)
+
+        result = create_react_agent(model, tools).invoke({"messages": [("user", question)]})
+        for message in result["messages"]:              # what the model called
+            if message.type == "tool":
+                loop.on_tool_call(message.name)
+        loop.on_model_turn(wants_to_finish=True)         # the run answered
+
+The reason tool runs reason_messages(question) on a model of your choice. In a graph of
+your own the same function goes in the model node. Without a graph (LangChain alone has
+no agent loop), or with a model that takes no tool_choice, nudge instead: the hooks
+decide each turn and the loop is yours:
+
+    with VerificationLoop(question, agent="helpdesk") as loop:
+        tools = [*tools, reason_tool]
         by_name = {t.name: t for t in tools}
         model = GuardedChatModel(chat_model).bind_tools(tools)
         while True:
@@ -107,10 +131,9 @@ loop, so the loop is yours to write; the hooks supply the decision and the texts
                 loop.on_tool_call(call["name"])
                 messages.append(by_name[call["name"]].invoke(call))  # a ToolMessage
 
-The reason tool runs reason_messages(question) on a model of your choice. In a graph,
-the same calls go in your own nodes: on_model_turn in the router after the model node
-(route a NUDGE back to the model with action.message appended), on_tool_call where the
-tools run, and close() when the graph ends.
+In a graph, that is on_model_turn in the conditional edge after the model node (route a
+NUDGE back to the model with action.message appended) and on_tool_call where the tools
+run.
 """
 
 

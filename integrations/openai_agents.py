@@ -37,8 +37,11 @@ What each piece does, and why it is needed:
   the SDK's spans and the guard events share one trace and one request id. A run
   inside your own OTel span is mirrored under it.
 
-Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) has no hook in
-the SDK's loop; see :data:`VERIFICATION_HOWTO`.
+Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) goes through the
+SDK's own mechanism: ``ModelSettings(tool_choice="reason")`` forces the first model call
+to verify, and the SDK resets it after the tool ran (``Agent.reset_tool_choice``), so
+the model answers next. The SDK's loop has no hook to nudge a model that answered
+early, and with the call forced none is needed; see :data:`VERIFICATION_HOWTO`.
 """
 
 from __future__ import annotations

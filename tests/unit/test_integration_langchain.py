@@ -65,12 +65,14 @@ class ScriptedChatModel(FakeMessagesListChatModel):
     every message list it was called with."""
 
     seen: list[list[BaseMessage]] = []
+    options: list[dict[str, Any]] = []
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
         self.seen.append(list(messages))
+        self.options.append(kwargs)
         return super()._generate(messages, *args, **kwargs)
 
 
@@ -79,9 +81,13 @@ def call(name: str, call_id: str, **args: Any) -> AIMessage:
 
 
 def react_agent(model: Any, **kwargs: Any) -> Any:
+    return react_agent_with(model, [get_weather], **kwargs)
+
+
+def react_agent_with(model: Any, tools: list[Any], **kwargs: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return create_react_agent(model, [get_weather], **kwargs)
+        return create_react_agent(model, tools, **kwargs)
 
 
 def events(cap: Capture) -> list[tuple[str, dict[str, Any]]]:
@@ -396,14 +402,45 @@ def test_bind_tools_gives_a_guarded_model_with_the_same_settings(cap: Capture) -
         names.EVENT_HALLUCINATION_DETECTED, names.EVENT_HALLUCINATION_UNRECOVERABLE]
 
 
-def test_the_documented_verification_loop_runs_as_written(cap: Capture) -> None:
-    # The loop of VERIFICATION_HOWTO, with a model that answers too early, is nudged,
-    # then calls the reason tool and answers.
-    @tool
-    def reason(question: str) -> str:
-        """Verify the answer step by step."""
-        return "No month name contains the letter X."
+@tool
+def reason(question: str) -> str:
+    """Verify the answer step by step."""
+    return "No month name contains the letter X."
 
+
+def test_the_documented_langgraph_verification_runs_as_written(cap: Capture) -> None:
+    # The first recipe of VERIFICATION_HOWTO: LangGraph's dynamic model forces the
+    # reason tool with tool_choice until it has run, then the model answers.
+    question = "Which month is spelled with an X?"
+    chat_model = ScriptedChatModel(responses=[call("reason", "r1", question=question),
+                                              AIMessage("None of them.")],
+                                   seen=[], options=[])
+    tools: list[Any] = [get_weather]
+    with VerificationLoop(question, agent="helpdesk") as loop:
+        tools = [*tools, reason]
+        guarded = GuardedChatModel(chat_model)
+
+        def model(state: Any, runtime: Any) -> Any:
+            verified = any(m.type == "tool" and m.name == "reason"
+                           for m in state["messages"])
+            forced = "reason" if loop.required and not verified else None
+            return guarded.bind_tools(tools, tool_choice=forced)
+
+        result = react_agent_with(model, tools).invoke({"messages": [("user", question)]})
+        for message in result["messages"]:
+            if message.type == "tool":
+                loop.on_tool_call(message.name)
+        loop.on_model_turn(wants_to_finish=True)
+
+    assert result["messages"][-1].content == "None of them."
+    assert [o["tool_choice"] for o in chat_model.options] == ["reason", None]
+    assert [e.name for e in cap.events() if e.name.startswith("llm.verification")] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_the_documented_nudging_loop_runs_as_written(cap: Capture) -> None:
+    # The second recipe of VERIFICATION_HOWTO, with a model that answers too early, is
+    # nudged, then calls the reason tool and answers.
     question = "Which month is spelled with an X?"
     chat_model = ScriptedChatModel(responses=[AIMessage("October."),
                                               call("reason", "r1", question=question),

@@ -69,12 +69,14 @@ class ScriptedModel(Model):
     def __init__(self, *turns: list[Any]) -> None:
         self.turns = list(turns)
         self.inputs: list[Any] = []
+        self.settings: list[ModelSettings] = []
 
     async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
                            tools: Any, output_schema: Any, handoffs: Any, tracing: Any, *,
                            previous_response_id: Any = None, conversation_id: Any = None,
                            prompt: Any = None, **kwargs: Any) -> ModelResponse:
         self.inputs.append(input)
+        self.settings.append(model_settings)
         return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -296,6 +298,9 @@ def test_the_documented_verification_recipe_runs_as_written(cap: Capture) -> Non
         loop.on_model_turn(wants_to_finish=True)
 
     assert result.final_output == "None of them."
+    # The SDK's own mechanism forced the call: tool_choice reached the first model call
+    # only (reset after the tool ran), so the model was free to answer next.
+    assert [s.tool_choice for s in model.settings] == ["reason", None]
     assert [n for n in names_of(cap) if n.startswith("llm.verification")] == [
         names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
 
