@@ -48,10 +48,23 @@ def expression_operands(arguments: str) -> tuple[float, ...] | None:
     return tuple(float(n) for n in _NUMBER_RE.findall(expression))
 
 
-def invented_operands(operands: tuple[float, ...], seen: Callable[[float], bool]
-                      ) -> list[float]:
-    """The operands no source gave (``seen`` says whether a source did), other than
-    small counts and unit constants."""
+def invented_operands(operands: tuple[float, ...], seen: Callable[[float], bool],
+                      percent: Callable[[float], bool] = lambda _: False) -> list[float]:
+    """The operands no source gave, other than small counts, unit constants and
+    percentages a source gave ("15%" is 0.15, 0.85 or 1.15 in an expression).
+
+    Args:
+        operands: The expression's numbers.
+        seen: Whether a source gave a number.
+        percent: Whether a source gave a number as a percentage ("15%", "15 percent").
+    """
     return [x for x in operands
             if not (x.is_integer() and 0 <= x <= _MAX_FREE_COUNT)
-            and x not in _FREE_CONSTANTS and not seen(x)]
+            and x not in _FREE_CONSTANTS and not seen(x) and not _percentage(x, percent)]
+
+
+def _percentage(x: float, percent: Callable[[float], bool]) -> bool:
+    if not 0 < x < 2:
+        return False
+    share = round(x * 100, 6)
+    return percent(share) or percent(round(abs(100 - share), 6))

@@ -374,7 +374,8 @@ def _grounded_result(arguments: str, grounds: Grounds) -> bool:
     # A calculator's result is only as grounded as its operands ("498 * 1.5" with no 1.5
     # seen anywhere computes a price no one gave).
     operands = expression_operands(arguments)
-    return operands is None or not invented_operands(operands, grounds.operand_known)
+    return operands is None or not invented_operands(operands, grounds.operand_known,
+                                                   grounds.has_percent)
 
 
 def _add_kinds(into: dict[str, frozenset[str] | None], name: str,

@@ -63,6 +63,7 @@ _TOTAL_TERMS = 10
 _MAX_VALUES = 256
 _NEARBY = 12
 _MAX_SUBSET_SUMS = 1024
+_PERCENT_RE = re.compile(r"(\d{1,3}(?:\.\d{1,4})?)\s?(?:%|percent\b)")
 # A calculator's result is a number: its first characters hold it.
 _MAX_GUESS_CHARS = 256
 
@@ -205,7 +206,8 @@ class Grounds:
         self._texts: list[str] = []
         # How many of `_texts` each index has read: words, numbers and times are read
         # only when a reply first asks for that kind of value.
-        self._read_words = self._read_numbers = self._read_times = 0
+        self._read_words = self._read_numbers = self._read_times = self._read_percents = 0
+        self._percents: set[int] = set()  # numbers the sources give as percentages
         self._words: set[str] = set()
         self._keys: set[int] = set()  # the sources' numbers, in cents
         self._recent: list[float] = []
@@ -262,6 +264,15 @@ class Grounds:
             self._said_keys.update(_keys_in(text))
         self._read_said = len(self._said)
         return _key(abs(value)) in self._said_keys
+
+    def has_percent(self, value: float) -> bool:
+        """Whether a source gave ``value`` as a percentage ("15%", "15 percent")."""
+        for text in self._texts[self._read_percents:]:
+            if "%" in text or "percent" in text:
+                self._percents.update(_key(float(m.group(1)))
+                                      for m in _PERCENT_RE.finditer(text))
+        self._read_percents = len(self._texts)
+        return _key(value) in self._percents
 
     def add_guess(self, result: str) -> None:
         """Take the result of a calculation on a number no source gave: a reply stating

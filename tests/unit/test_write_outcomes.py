@@ -174,6 +174,14 @@ def test_counts_and_unit_constants_need_no_source() -> None:
     assert invented_operands((122.0, 2.0, 24.0), seen) == []
 
 
+@pytest.mark.parametrize("factor", [0.15, 0.85, 1.15])
+def test_a_percentage_a_source_gave_is_no_invented_operand(factor: float) -> None:
+    seen = {200.0, 15.0}.__contains__
+    assert invented_operands((200.0, factor), seen, {15.0}.__contains__) == []
+    # 15 given as a number, not as a percentage (a $15 fee): 0.85 is still invented.
+    assert invented_operands((200.0, factor), seen) == [factor]
+
+
 def _priced(expression: str, value: str, reply: str, said_before: str | None = None) -> Any:
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "What would business cost for both of us?"},
@@ -213,3 +221,14 @@ def test_a_guess_stays_a_guess_when_its_value_happens_to_be_derivable() -> None:
 def test_an_expression_longer_than_any_real_calculation_is_not_read() -> None:
     assert expression_operands(json.dumps({"expression": "1+" * 100 + "1"})) is not None
     assert expression_operands(json.dumps({"expression": "1+" * 100_000 + "1"})) is None
+
+
+def test_a_discount_the_policy_gives_as_a_percentage_grounds_its_factor() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Gold members get 15% off every fare."},
+        {"role": "user", "content": "I'm gold. What does the $200 fare cost me?"},
+        _call("calculate", {"expression": "200 * 0.85"}, 1), _result("170.0", 1),
+        {"role": "assistant", "content": "With your discount it costs $170."}]
+    assert _verdict(messages).tiers == ()
+    messages[0] = {"role": "system", "content": "Gold members get a $15 voucher."}
+    assert _verdict(messages).tiers == (UNGROUNDED,)
