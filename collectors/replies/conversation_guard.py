@@ -14,7 +14,9 @@ message within its turn. Five tiers:
   real call of it.
 * ``ungrounded_result``: the reply states concrete values (ids, amounts, times) that no
   tool result, user message or system prompt gave, and that are not arithmetic on values
-  that were given.
+  that were given; or it reports a write's outcome its result contradicts (money the
+  result does not bear out, a field value the write asked for and the result does not
+  show); or it states what a calculator computed from a number nothing gave.
 * ``repetition``: the reply repeats an earlier one with no tool result between them and
   no call of its own: a loop.
 
