@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .claims import Claim
 from .tool_kinds import BOTH, ToolKinds, name_words
-from .verbs import EXECUTE_VERBS, READ, WRITE, verb_kind
+from .verbs import CONCESSION_VERBS, EXECUTE_VERBS, READ, WRITE, verb_kind
 
 __all__ = ["ClaimMatcher"]
 
@@ -104,6 +104,8 @@ class ClaimMatcher:
         words = _claim_words(claim)
         if claim.verb in EXECUTE_VERBS:
             return self._backs_run(words, calls, call_kinds)
+        if claim.verb in CONCESSION_VERBS:
+            return self._backs_concession(claim.verb, calls)
         for name in dict.fromkeys(calls):
             kinds = (call_kinds[name] if call_kinds is not None and name in call_kinds
                      else self.kinds.of(name))
@@ -135,6 +137,17 @@ class ClaimMatcher:
                                                       for m in matched.values()):
                 return False  # the claim is about `other`, which did not run
         return True
+
+    def _backs_concession(self, verb: str, calls: Sequence[str]) -> bool:
+        # "The change fee was waived": granted by a tool named for the concession
+        # ("waive_fee", "apply_discount", "grant_exemption"), or one that may do anything;
+        # an update of the reservation beside it does not waive its fee.
+        for name in dict.fromkeys(calls):
+            if self.kinds.of(name) in (None, BOTH):
+                return True
+            if any(_similar(verb, word) for word in name_words(name)):
+                return True
+        return False
 
     def _backs_run(self, words: set[str], calls: Sequence[str],
                    call_kinds: Mapping[str, frozenset[str] | None] | None) -> bool:

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from .verbs import (
+    CONCESSION_VERBS,
     READ,
     READ_VERBS,
     WRITE,
@@ -223,6 +224,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     base, past, ing = _lexicon()
     b, p, g = _alternation(set(base)), _alternation(set(past)), _alternation(set(ing))
     nouns = _alternation(set(_ACTION_NOUNS))
+    concessions = _alternation({form for verb in CONCESSION_VERBS for form in past_forms(verb)})
     flags = re.IGNORECASE | re.MULTILINE
     done = [
         # "I've updated", "I have now cancelled", "we updated", "I double-checked".
@@ -233,6 +235,9 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
         # "... is now confirmed/updated", "was successfully processed".
         rf"\b(?:is|are)\s+now\s+(?P<v>{p})\b",
         rf"\b(?:was|were)\s+(?:successfully|now)\s+(?P<v>{p})\b",
+        # "The fare difference was waived": a concession is no record's history, so the
+        # plain passive reports it granted (not "the reservation was created").
+        rf"\b(?:was|were)\s+(?:\w+\s+)?(?P<v>{concessions})\b",
         # "Upon reviewing the details again, ...", "after checking your account, ...".
         rf"\b(?:upon|after)(?:\s+(?:further|closer|careful|another))?\s+(?P<v>{g})\b",
         # "Successfully cancelled your reservation."
@@ -296,6 +301,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | str | None], ...]
     done_hints: hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
                   (("now",), ("is", "are")), (("successfully", "now"), ("was", "were")),
+                  (tuple(f for v in CONCESSION_VERBS for f in past_forms(v)), ("was", "were")),
                   (("upon", "after"), ("upon", "after")), (("successfully",), SENTENCE_STARTS))
     now_hints: hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
                  (("let",), ("let",)),

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["EXECUTE_TOOL_WORDS", "EXECUTE_VERBS", "NEUTRAL", "NEUTRAL_VERBS", "READ", "READ_VERBS", "WRITE",
-           "WRITE_VERBS", "ing_forms", "past_forms", "verb_kind"]
+__all__ = ["CONCESSION_VERBS", "EXECUTE_TOOL_WORDS", "EXECUTE_VERBS", "NEUTRAL",
+           "NEUTRAL_VERBS", "READ", "READ_VERBS", "WRITE", "WRITE_VERBS", "ing_forms",
+           "past_forms", "verb_kind"]
 
 READ: Final = "read"
 WRITE: Final = "write"
@@ -26,8 +27,9 @@ NEUTRAL: Final = "neutral"
 WRITE_VERBS: Final = frozenset({
     "add", "apply", "approve", "assign", "block", "book", "build", "cancel", "change",
     "charge", "close", "commit", "compile", "complete", "configure", "connect", "create",
-    "credit", "decline", "delete", "deploy", "disable", "disconnect", "dispatch",
-    "downgrade", "edit", "email", "enable", "escalate", "execute", "extract", "file",
+    "credit", "decline", "delete", "deploy", "disable", "disconnect", "discount",
+    "dispatch", "downgrade", "edit", "email", "enable", "escalate", "exempt", "execute",
+    "extract", "file",
     "finalize", "fix", "grant", "implement", "initiate", "insert", "install", "invoke",
     "issue", "launch", "lock", "log", "mark", "merge", "migrate", "modify", "move",
     "patch", "pay", "place", "post", "process", "publish", "push", "reactivate", "reboot",
@@ -45,6 +47,10 @@ WRITE_VERBS: Final = frozenset({
 # tool named for what was run (``run_tests``, ``deploy_service``).
 EXECUTE_VERBS: Final = frozenset({"run", "rerun", "execute", "launch", "invoke", "trigger"})
 
+# Verbs of a concession ("the change fee was waived", "you have been exempted"): no
+# ordinary write grants one, so the claim is backed only by a tool named for it
+# (``waive_fee``, ``apply_discount``, ``grant_exemption``), whatever else ran.
+CONCESSION_VERBS: Final = frozenset({"waive", "exempt", "discount"})
 # Verbs that look something up without changing it.
 READ_VERBS: Final = frozenset({
     "access", "browse", "check", "consult", "count", "describe", "download", "examine",
