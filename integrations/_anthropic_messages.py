@@ -7,6 +7,16 @@ reply is assembled from its events (text deltas joined, a tool's input from its 
 deltas); the ``messages.stream()`` helper's ``message_stop`` event carries the whole
 message, which is then taken as it is. Retry feedback goes first in ``system``; the
 disclaimer is appended to the reply's last text block.
+
+Forced verification (:mod:`._verification`): the question is the last ``user`` message
+with text (one holding only ``tool_result`` blocks is not a question); the verification
+call sends the prompt of ``reason_messages(question)`` as ``system`` and the task as
+``messages``, with the caller's ``max_tokens``; the verification goes in as an assistant
+``tool_use`` of ``reason`` and a user ``tool_result``. The API refuses tool blocks in a
+request that defines no tools, so a request without tools gets the ``reason`` tool, with
+``tool_choice`` ``none`` unless the caller chose: the model then answers in text.
+A request with extended thinking is not verified: the API wants a thinking block first
+in an assistant turn that calls a tool, and the synthetic call has none.
 """
 
 from __future__ import annotations
@@ -17,8 +27,15 @@ from typing import Any
 from anthropic import AsyncStream, Stream
 from anthropic.types import Message
 
+from ..collectors.questions.reason_tool import (
+    REASON_TOOL_NAME,
+    reason_messages,
+    reason_tool_schema,
+)
 from ._exchange import Exchange
+from ._messages import text_of
 from ._sdk import attr, given, listed, plain
+from ._verification import Question, Verification, find_question, request_options
 
 __all__ = ["MessageAccumulator", "MessagesDialect"]
 
@@ -78,6 +95,22 @@ def _texts(reply: Any) -> list[Any]:
     return [block for block in attr(reply, "content") or () if attr(block, "type") == _TEXT]
 
 
+def _user_text(message: Any) -> str:
+    return text_of(attr(message, "content")) if attr(message, "role") == "user" else ""
+
+
+def _calls_reason(message: Any) -> bool:
+    content = attr(message, "content")
+    return isinstance(content, (list, tuple)) and any(
+        attr(block, "type") == "tool_use" and attr(block, "name") == REASON_TOOL_NAME
+        for block in content)
+
+
+def _thinking(kwargs: dict[str, Any]) -> bool:
+    thinking = kwargs.get("thinking")
+    return given(thinking) and attr(thinking, "type") != "disabled"
+
+
 class MessagesDialect:
     """See the module docstring."""
 
@@ -129,3 +162,36 @@ class MessagesDialect:
         if texts:
             texts[-1].text = (texts[-1].text or "").rstrip() + suffix
         return annotated
+
+    # -- forced verification ---------------------------------------------------------------
+    def question(self, kwargs: dict[str, Any]) -> Question | None:
+        messages: Any = kwargs.get("messages")
+        if not isinstance(messages, (list, tuple)) or _thinking(kwargs):
+            return None
+        return find_question(messages, _user_text, _calls_reason)
+
+    def reason_request(self, kwargs: dict[str, Any], question: str) -> dict[str, Any]:
+        system, task = reason_messages(question)
+        return {"model": kwargs.get("model"), "max_tokens": kwargs.get("max_tokens"),
+                "system": system["content"], "messages": [task], **request_options(kwargs)}
+
+    def reason_text(self, reply: Any) -> str:
+        texts = [attr(block, _TEXT) for block in _texts(reply)]
+        return "\n".join(t for t in texts if isinstance(t, str))
+
+    def with_verification(self, kwargs: dict[str, Any], question: Question,
+                          verification: Verification) -> dict[str, Any]:
+        call = {"role": "assistant", "content": [{
+            "type": "tool_use", "id": verification.call_id, "name": REASON_TOOL_NAME,
+            "input": verification.arguments}]}
+        result = {"role": "user", "content": [{
+            "type": "tool_result", "tool_use_id": verification.call_id,
+            "content": verification.result}]}
+        messages = list(kwargs["messages"])
+        at = question.index + 1
+        verified = {**kwargs, "messages": [*messages[:at], call, result, *messages[at:]]}
+        if not given(kwargs.get("tools")) or not kwargs["tools"]:
+            verified["tools"] = [reason_tool_schema("anthropic")]
+            if not given(kwargs.get("tool_choice")):
+                verified["tool_choice"] = {"type": "none"}
+        return verified

@@ -14,13 +14,17 @@ streamed reply, places retry feedback in a request and appends a disclaimer to a
 * observing (the default) never changes what the caller gets and never raises into it;
   acting (``act=True``) retries a hallucinated tool with feedback and appends the
   fabrication disclaimer, on complete replies (a stream has reached the caller already);
+* forced verification (``verify=True``, :mod:`._verification`): a question the gate
+  flags is verified by a call of its own before the caller's call, which then carries
+  the verification; its lifecycle shares the call's request id with the checks;
 * ``client.copy()`` / ``client.with_options()`` give clients guarded alike.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +39,7 @@ from ._settings import check_flag, check_guard, check_retries, check_tool_kinds
 from ._streams import Accumulator, ObservedStreamManager, observe_stream
 from ._tool_feedback import TOOL_CALL_NOTE
 from ._tool_retry import retry_async, retry_sync, tool_retry
+from ._verification import Question, Step, Verification, Verifier, verify_async, verify_sync
 
 __all__ = ["Dialect", "Endpoint", "Instrumentation", "guard_client", "installed", "remove"]
 
@@ -70,6 +75,19 @@ class Dialect(Protocol):
     def with_disclaimer(self, reply: Any, suffix: str) -> Any:
         """A copy of ``reply`` with ``suffix`` appended to its last text."""
 
+    def question(self, kwargs: dict[str, Any]) -> Question | None:
+        """The latest user question of the request, if it has one."""
+
+    def reason_request(self, kwargs: dict[str, Any], question: str) -> dict[str, Any]:
+        """The arguments of the verification call of ``question`` (same model)."""
+
+    def reason_text(self, reply: Any) -> str:
+        """The text of the verification call's reply."""
+
+    def with_verification(self, kwargs: dict[str, Any], question: Question,
+                          verification: Verification) -> dict[str, Any]:
+        """The arguments with the ``reason`` call and its result right after ``question``."""
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -97,7 +115,7 @@ def _said(feedback: str) -> str:
 def guard_client(client: Any, endpoints: tuple[Endpoint, ...], *, is_async: bool,
                  agent: str | None, act: bool, tool_retries: int,
                  guard: FabricationGuard | None, tool_kinds: Any,
-                 record_exchanges: bool) -> Any:
+                 record_exchanges: bool, verify: bool = False) -> Any:
     """Instrument ``client`` (again, if it already was: the new settings replace the old).
 
     The keyword arguments are those of the adapters' ``instrument``; see there.
@@ -106,11 +124,12 @@ def guard_client(client: Any, endpoints: tuple[Endpoint, ...], *, is_async: bool
         ValueError: ``tool_retries`` is not an integer >= 0, or both ``guard`` and
             ``tool_kinds`` are given.
         TypeError: ``guard`` is not a FabricationGuard, ``tool_kinds`` not a mapping,
-            ``act`` or ``record_exchanges`` not a bool.
+            ``act``, ``record_exchanges`` or ``verify`` not a bool.
     """
     check_retries(tool_retries)
     check_flag(act, "act")
     check_flag(record_exchanges, "record_exchanges")
+    check_flag(verify, "verify")
     check_guard(guard)
     check_tool_kinds(tool_kinds)
     if guard is not None and tool_kinds is not None:
@@ -121,7 +140,8 @@ def guard_client(client: Any, endpoints: tuple[Endpoint, ...], *, is_async: bool
     remove(client)
     checker = ExchangeGuard(agent=agent, guard=guard, record_exchanges=record_exchanges)
     Instrumentation(checker, endpoints, is_async=is_async, act=act,
-                    tool_retries=tool_retries).install(client)
+                    tool_retries=tool_retries,
+                    verifier=Verifier(agent) if verify else None).install(client)
     return client
 
 
@@ -147,15 +167,18 @@ class Instrumentation:
         is_async: The client's methods are coroutines.
         act: Act on findings (retry, disclaimer) instead of only reporting them.
         tool_retries: Retries allowed for a hallucinated tool when acting.
+        verifier: Forced verification of the questions the gate flags; None: off.
     """
 
     def __init__(self, checker: ExchangeGuard, endpoints: tuple[Endpoint, ...], *,
-                 is_async: bool, act: bool, tool_retries: int) -> None:
+                 is_async: bool, act: bool, tool_retries: int,
+                 verifier: Verifier | None = None) -> None:
         self.checker = checker
         self.endpoints = endpoints
         self.is_async = is_async
         self.act = act
         self.tool_retries = tool_retries
+        self.verifier = verifier
         self._patched: list[tuple[Any, str, Any]] = []
         self._client: Any = None
 
@@ -196,7 +219,8 @@ class Instrumentation:
         def copy_guarded(*args: Any, **kwargs: Any) -> Any:
             copied = original(*args, **kwargs)
             Instrumentation(self.checker, self.endpoints, is_async=self.is_async,
-                            act=self.act, tool_retries=self.tool_retries).install(copied)
+                            act=self.act, tool_retries=self.tool_retries,
+                            verifier=self.verifier).install(copied)
             return copied
         return copy_guarded
 
@@ -206,28 +230,41 @@ class Instrumentation:
             @functools.wraps(original)
             def stream_guarded(*args: Any, **kwargs: Any) -> Any:
                 kwargs = self._prepared(dialect, kwargs)
+                if self.verifier is not None:
+                    log_rate_limited("integrations.verify_stream_helper",
+                                     "guardtrace: %s() is not verified (its request is made "
+                                     "on entering the stream); create(stream=True) is",
+                                     endpoint.method)
+                rid = storable_request_id(new_request_id())
                 manager = original(*args, **kwargs)
                 return ObservedStreamManager(
-                    manager, lambda stream: self._watch(dialect, kwargs, stream))
+                    manager, lambda stream: self._watch(dialect, kwargs, stream, rid))
             return stream_guarded
         if self.is_async:
             @functools.wraps(original)
             async def call_guarded_async(*args: Any, **kwargs: Any) -> Any:
                 kwargs = self._prepared(dialect, kwargs)
-                result = await original(*args, **kwargs)
-                if self._passes_through(dialect, kwargs, result):
+                rid = storable_request_id(new_request_id())
+                step, kwargs = await self._verified_async(dialect, kwargs, rid, original)
+                with _answering(step):
+                    result = await original(*args, **kwargs)
+                if self._passes_through(dialect, kwargs, result, rid):
                     return result
-                return await self._act_async(dialect, kwargs, result,
+                return await self._act_async(dialect, kwargs, result, rid,
                                              lambda again: original(*args, **again))
             return call_guarded_async
 
         @functools.wraps(original)
         def call_guarded(*args: Any, **kwargs: Any) -> Any:
             kwargs = self._prepared(dialect, kwargs)
-            result = original(*args, **kwargs)
-            if self._passes_through(dialect, kwargs, result):
+            rid = storable_request_id(new_request_id())
+            step, kwargs = self._verified(dialect, kwargs, rid, original)
+            with _answering(step):
+                result = original(*args, **kwargs)
+            if self._passes_through(dialect, kwargs, result, rid):
                 return result
-            return self._act(dialect, kwargs, result, lambda again: original(*args, **again))
+            return self._act(dialect, kwargs, result, rid,
+                             lambda again: original(*args, **again))
         return call_guarded
 
     # -- one call ----------------------------------------------------------------------
@@ -239,44 +276,98 @@ class Instrumentation:
             count_hook_error("integrations.prepare", exc)
             return kwargs
 
-    def _passes_through(self, dialect: Dialect, kwargs: dict[str, Any], result: Any) -> bool:
+    # -- forced verification -------------------------------------------------------------
+    def _verification_step(self, dialect: Dialect, kwargs: dict[str, Any],
+                           rid: str) -> tuple[Step, Question] | None:
+        """The verification this call needs, with the question it is for; None: none."""
+        if self.verifier is None:
+            return None
+        try:
+            question = dialect.question(kwargs)
+            step = self.verifier.step(question, rid)
+            return None if step is None or question is None else (step, question)
+        except Exception as exc:  # noqa: BLE001 - the call goes on unverified
+            count_hook_error("integrations.verify", exc)
+            return None
+
+    @staticmethod
+    def _with_verification(dialect: Dialect, kwargs: dict[str, Any], question: Question,
+                           verification: Verification | None) -> dict[str, Any]:
+        if verification is None:
+            return kwargs
+        try:
+            return dialect.with_verification(kwargs, question, verification)
+        except Exception as exc:  # noqa: BLE001 - the call goes on unverified
+            count_hook_error("integrations.verify", exc)
+            return kwargs
+
+    def _verified(self, dialect: Dialect, kwargs: dict[str, Any], rid: str,
+                  original: Callable[..., Any]) -> tuple[Step | None, dict[str, Any]]:
+        """The step and the arguments of the caller's call: with the verification when
+        the gate asks for one (made here, by ``original``, not streamed)."""
+        found = self._verification_step(dialect, kwargs, rid)
+        if found is None:
+            return None, kwargs
+        step, question = found
+        verification = verify_sync(
+            step, lambda: original(**dialect.reason_request(kwargs, question.text)),
+            dialect.reason_text)
+        return step, self._with_verification(dialect, kwargs, question, verification)
+
+    async def _verified_async(self, dialect: Dialect, kwargs: dict[str, Any], rid: str,
+                              original: Callable[..., Any]
+                              ) -> tuple[Step | None, dict[str, Any]]:
+        """:meth:`_verified` for an async client."""
+        found = self._verification_step(dialect, kwargs, rid)
+        if found is None:
+            return None, kwargs
+        step, question = found
+        verification = await verify_async(
+            step, lambda: original(**dialect.reason_request(kwargs, question.text)),
+            dialect.reason_text)
+        return step, self._with_verification(dialect, kwargs, question, verification)
+
+    # -- checking and acting -----------------------------------------------------------
+    def _passes_through(self, dialect: Dialect, kwargs: dict[str, Any], result: Any,
+                        rid: str) -> bool:
         """Observe ``result``; True when there is nothing more to do (not acting, a
         stream, or not a reply), so ``result`` goes to the caller as it is."""
         try:
             stream = dialect.stream_of(result)
             if stream is not None:
-                self._watch(dialect, kwargs, stream)
+                self._watch(dialect, kwargs, stream, rid)
                 return True
             reply = dialect.reply_of(result)
             if reply is None:
                 return True
             if not self.act:
-                self.checker.check(dialect.exchange(kwargs, reply, streamed=False))
+                self.checker.check(dialect.exchange(kwargs, reply, streamed=False),
+                                   request_id=rid)
                 return True
             return False
         except Exception as exc:  # noqa: BLE001 - the hooks never raise into the agent
             count_hook_error("integrations.observe", exc)
             return True
 
-    def _watch(self, dialect: Dialect, kwargs: dict[str, Any], stream: Any) -> None:
+    def _watch(self, dialect: Dialect, kwargs: dict[str, Any], stream: Any, rid: str) -> None:
         if self.act:
             log_rate_limited("integrations.act_stream",
                              "guardtrace: a streamed reply has reached the caller as it "
                              "came; it is checked and reported, not retried or annotated")
 
         def check(reply: Any) -> None:
-            self.checker.check(dialect.exchange(kwargs, reply, streamed=True))
+            self.checker.check(dialect.exchange(kwargs, reply, streamed=True), request_id=rid)
 
         if not observe_stream(stream, dialect.accumulator(), check):
             log_rate_limited("integrations.unknown_stream",
                              "guardtrace: %s stream of an unknown kind left unchecked",
                              type(stream).__name__)
 
-    def _act(self, dialect: Dialect, kwargs: dict[str, Any], reply: Any,
+    def _act(self, dialect: Dialect, kwargs: dict[str, Any], reply: Any, rid: str,
              call: Callable[[dict[str, Any]], Any]) -> Any:
         given_back = reply
         try:
-            exchange, rid, loop = self._acting(dialect, kwargs, reply)
+            exchange, loop = self._acting(dialect, kwargs, reply, rid)
             if loop is not None:
                 given_back = retry_sync(
                     loop, lambda feedback: call(dialect.with_feedback(kwargs, _said(feedback))))
@@ -286,10 +377,10 @@ class Instrumentation:
             return given_back
 
     async def _act_async(self, dialect: Dialect, kwargs: dict[str, Any], reply: Any,
-                         call: Callable[[dict[str, Any]], Any]) -> Any:
+                         rid: str, call: Callable[[dict[str, Any]], Any]) -> Any:
         given_back = reply
         try:
-            exchange, rid, loop = self._acting(dialect, kwargs, reply)
+            exchange, loop = self._acting(dialect, kwargs, reply, rid)
             if loop is not None:
                 given_back = await retry_async(
                     loop, lambda feedback: call(dialect.with_feedback(kwargs, _said(feedback))))
@@ -298,16 +389,15 @@ class Instrumentation:
             count_hook_error("integrations.act", exc)
             return given_back
 
-    def _acting(self, dialect: Dialect, kwargs: dict[str, Any],
-                reply: Any) -> tuple[Exchange, str, Any]:
-        """The exchange, its request id, and the retry loop when tools were sent."""
+    def _acting(self, dialect: Dialect, kwargs: dict[str, Any], reply: Any,
+                rid: str) -> tuple[Exchange, Any]:
+        """The exchange, and the retry loop when tools were sent."""
         exchange = dialect.exchange(kwargs, reply, streamed=False)
-        rid = storable_request_id(new_request_id())
         if not given(exchange.tools):
-            return exchange, rid, None
+            return exchange, None
         loop = tool_retry(reply, exchange.tools, budget=self.tool_retries, request_id=rid,
                           request_text=last_user_text(exchange.conversation))
-        return exchange, rid, loop
+        return exchange, loop
 
     def _annotated(self, dialect: Dialect, kwargs: dict[str, Any], exchange: Exchange,
                    reply: Any, rid: str) -> Any:
@@ -319,3 +409,17 @@ class Instrumentation:
         if findings.verdict is not None and findings.verdict.flagged:
             return dialect.with_disclaimer(reply, disclaimer_suffix(findings.verdict))
         return reply
+
+
+@contextlib.contextmanager
+def _answering(step: Step | None) -> Iterator[None]:
+    """Around the caller's call: settle the verification's lifecycle by how it went."""
+    if step is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        step.broke()
+        raise
+    step.answered()

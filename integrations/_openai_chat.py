@@ -5,17 +5,28 @@ for alternatives; the first is the one agents use). The tools are ``tools`` and 
 legacy ``functions``. A stream's chunks are assembled into a completion of the same
 shape (content joined, tool calls gathered by their index). Retry feedback goes first,
 as a system message; the disclaimer is appended to the reply's content.
+
+Forced verification (:mod:`._verification`): the question is the last ``user`` message
+with text; the verification call sends ``reason_messages(question)`` as ``messages``; the
+verification goes in as an assistant message calling ``reason`` and its ``tool``
+message. The ``reason`` tool is not added to ``tools``: the API takes calls of tools the
+request does not offer, and offered, the model could call it again, a call the caller
+cannot run.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from openai import AsyncStream, Stream
 from openai.types.chat import ChatCompletion
 
+from ..collectors.questions.reason_tool import REASON_TOOL_NAME, reason_messages
 from ._exchange import Exchange
+from ._messages import text_of
 from ._sdk import attr, given, listed, plain
+from ._verification import Question, Verification, find_question, request_options
 
 __all__ = ["ChatAccumulator", "ChatDialect"]
 
@@ -87,6 +98,16 @@ def _tools(kwargs: dict[str, Any]) -> Any:
     return tools if given(tools) else None
 
 
+def _user_text(message: Any) -> str:
+    return text_of(attr(message, "content")) if attr(message, "role") == "user" else ""
+
+
+def _calls_reason(message: Any) -> bool:
+    calls = [attr(call, "function") for call in attr(message, "tool_calls") or ()]
+    legacy = attr(message, "function_call")  # the deprecated single-function form
+    return any(attr(function, "name") == REASON_TOOL_NAME for function in [*calls, legacy])
+
+
 class ChatDialect:
     """See the module docstring."""
 
@@ -129,3 +150,30 @@ class ChatDialect:
         message = annotated.choices[0].message
         message.content = (message.content or "").rstrip() + suffix
         return annotated
+
+    # -- forced verification ---------------------------------------------------------------
+    def question(self, kwargs: dict[str, Any]) -> Question | None:
+        messages: Any = kwargs.get("messages")
+        if not isinstance(messages, (list, tuple)):
+            return None
+        return find_question(messages, _user_text, _calls_reason)
+
+    def reason_request(self, kwargs: dict[str, Any], question: str) -> dict[str, Any]:
+        return {"model": kwargs.get("model"), "messages": reason_messages(question),
+                **request_options(kwargs)}
+
+    def reason_text(self, reply: Any) -> str:
+        content = attr(_first_message(reply), "content")
+        return content if isinstance(content, str) else ""
+
+    def with_verification(self, kwargs: dict[str, Any], question: Question,
+                          verification: Verification) -> dict[str, Any]:
+        call = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": verification.call_id, "type": "function",
+            "function": {"name": REASON_TOOL_NAME,
+                         "arguments": json.dumps(verification.arguments, ensure_ascii=False)}}]}
+        result = {"role": "tool", "tool_call_id": verification.call_id,
+                  "content": verification.result}
+        messages = list(kwargs["messages"])
+        at = question.index + 1
+        return {**kwargs, "messages": [*messages[:at], call, result, *messages[at:]]}

@@ -12,18 +12,27 @@ OpenAI's side.
 A stream's reply is the ``response`` of its ``response.completed`` (or
 ``response.incomplete``) event. Retry feedback goes first in ``instructions``; the
 disclaimer is appended to the last ``output_text`` of the reply.
+
+Forced verification (:mod:`._verification`): the question is the last user message of
+``input`` (a string ``input`` is one); the verification call sends
+``reason_messages(question)`` as ``input``; the verification goes in as a
+``function_call`` item of ``reason`` and its ``function_call_output``, not offered in
+``tools`` (see :mod:`._openai_chat`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from openai import AsyncStream, Stream
 from openai.types.responses import Response
 
+from ..collectors.questions.reason_tool import REASON_TOOL_NAME, reason_messages
 from ._exchange import Exchange
-from ._messages import from_responses_items
+from ._messages import from_responses_items, text_of
 from ._sdk import attr, given, listed, plain
+from ._verification import Question, Verification, find_question, request_options
 
 __all__ = ["ResponsesAccumulator", "ResponsesDialect"]
 
@@ -51,6 +60,25 @@ def _message_texts(output: Any) -> list[Any]:
     """The text parts of the reply's message items, in order."""
     return [part for item in output or () if attr(item, "type") == "message"
             for part in attr(item, "content") or () if attr(part, "type") in _TEXT_PARTS]
+
+
+def _user_text(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if attr(item, "type") not in (None, "message") or attr(item, "role") != "user":
+        return ""
+    return text_of(attr(item, "content"))
+
+
+def _calls_reason(item: Any) -> bool:
+    return attr(item, "type") == "function_call" and attr(item, "name") == REASON_TOOL_NAME
+
+
+def _items(sent: Any) -> list[Any] | None:
+    """``input`` as a list of items (a string is one user message); None when absent."""
+    if isinstance(sent, str):
+        return [{"role": "user", "content": sent}]
+    return list(sent) if isinstance(sent, (list, tuple)) else None
 
 
 class ResponsesDialect:
@@ -104,3 +132,27 @@ class ResponsesDialect:
         if parts:
             parts[-1].text = (parts[-1].text or "").rstrip() + suffix
         return annotated
+
+    # -- forced verification ---------------------------------------------------------------
+    def question(self, kwargs: dict[str, Any]) -> Question | None:
+        items = _items(kwargs.get("input"))
+        return None if items is None else find_question(items, _user_text, _calls_reason)
+
+    def reason_request(self, kwargs: dict[str, Any], question: str) -> dict[str, Any]:
+        return {"model": kwargs.get("model"), "input": reason_messages(question),
+                **request_options(kwargs)}
+
+    def reason_text(self, reply: Any) -> str:
+        texts = [attr(part, "text") for part in _message_texts(attr(reply, "output"))]
+        return "".join(t for t in texts if isinstance(t, str))
+
+    def with_verification(self, kwargs: dict[str, Any], question: Question,
+                          verification: Verification) -> dict[str, Any]:
+        call = {"type": "function_call", "call_id": verification.call_id,
+                "name": REASON_TOOL_NAME,
+                "arguments": json.dumps(verification.arguments, ensure_ascii=False)}
+        result = {"type": "function_call_output", "call_id": verification.call_id,
+                  "output": verification.result}
+        items = _items(kwargs.get("input")) or []
+        at = question.index + 1
+        return {**kwargs, "input": [*items[:at], call, result, *items[at:]]}

@@ -15,6 +15,12 @@ exchange recorded as an ``llm_exchange`` payload; observing by default, ``act=Tr
 retry a hallucinated tool with feedback first in ``system`` and to append the
 disclaimer to the reply's last text block). A stream is checked once read to its end.
 
+``verify=True`` forces verification as the OpenAI adapter does (the reason tool's prompt
+on the same model first, then the caller's call with a ``reason`` tool_use and its
+tool_result after the question), on ``create`` and ``parse``, streamed or not; the
+``messages.stream()`` helper is not verified (its request is made on entering it), and
+neither is a request with extended thinking (see :mod:`._anthropic_messages`).
+
 Not covered: ``client.beta.messages`` and message batches.
 """
 
@@ -63,7 +69,8 @@ def _client_kind(client: Any, caller: str) -> bool:
 
 def instrument(client: Any, *, agent: str | None = None, act: bool = False,
                tool_retries: int = 1, guard: FabricationGuard | None = None,
-               tool_kinds: Any = None, record_exchanges: bool = True) -> Any:
+               tool_kinds: Any = None, record_exchanges: bool = True,
+               verify: bool = False) -> Any:
     """Check every reply ``client`` gets (see the module docstring).
 
     Args:
@@ -76,19 +83,25 @@ def instrument(client: Any, *, agent: str | None = None, act: bool = False,
         tool_kinds: Shorthand for a guard with these tool kinds (see
             ``FabricationDetector``), e.g. ``guardtrace.integrations.mcp.tool_kinds``.
         record_exchanges: Record each exchange as an ``llm_exchange`` debug payload.
+        verify: Forced verification: a question the criticality gate flags is verified
+            by a call of the reason tool's prompt on the same model first, and the
+            call is made with that verification in its conversation (see the module
+            docstring).
 
     Returns:
         ``client`` itself, instrumented.
 
     Raises:
         TypeError: ``client`` is not an Anthropic client; ``guard`` is not a guard,
-            ``tool_kinds`` not a mapping, ``act`` or ``record_exchanges`` not a bool.
+            ``tool_kinds`` not a mapping, ``act``, ``record_exchanges`` or ``verify``
+            not a bool.
         ValueError: ``tool_retries`` is not an integer >= 0, or both ``guard`` and
             ``tool_kinds``.
     """
     return guard_client(client, ENDPOINTS, is_async=_client_kind(client, "instrument"),
                         agent=agent, act=act, tool_retries=tool_retries, guard=guard,
-                        tool_kinds=tool_kinds, record_exchanges=record_exchanges)
+                        tool_kinds=tool_kinds, record_exchanges=record_exchanges,
+                        verify=verify)
 
 
 def uninstrument(client: Any) -> Any:

@@ -24,6 +24,16 @@ most, the retry lifecycle emitted as the plan retry loop emits it), and a fabric
 claim gets the guard's inline disclaimer appended. A streamed reply is checked when it
 has been read to its end, and only reported: its chunks have reached the caller already.
 
+With ``verify=True`` a question the criticality gate flags ("How many r's are in
+strawberry?") is verified before the model answers it: the adapter first calls the same
+model with the reason tool's prompt (``reason_messages``, not streamed), then makes the
+caller's call with that verification in the conversation, as an assistant call of
+``reason`` and its tool result right after the question, and returns that call's reply
+(streamed if asked). ``llm.verification_required`` and ``..._completed`` are emitted
+under the call's request id. Later calls of the same turn (after tool results) carry
+the same verification again without a new call. A question the gate does not flag costs
+the gate only. Chat Completions and Responses, sync and async.
+
 Not covered: the Assistants and Realtime APIs, the legacy ``completions``, and methods
 reached through ``with_raw_response`` / ``with_streaming_response`` (they return raw
 HTTP responses, passed on unchecked).
@@ -70,7 +80,8 @@ def _client_kind(client: Any, caller: str) -> bool:
 
 def instrument(client: Any, *, agent: str | None = None, act: bool = False,
                tool_retries: int = 1, guard: FabricationGuard | None = None,
-               tool_kinds: Any = None, record_exchanges: bool = True) -> Any:
+               tool_kinds: Any = None, record_exchanges: bool = True,
+               verify: bool = False) -> Any:
     """Check every reply ``client`` gets (see the module docstring).
 
     Instrumenting a client again replaces its settings; ``client.copy()`` and
@@ -87,19 +98,25 @@ def instrument(client: Any, *, agent: str | None = None, act: bool = False,
             "write"}``; see ``FabricationDetector``), e.g. from MCP annotations
             (``guardtrace.integrations.mcp.tool_kinds``).
         record_exchanges: Record each exchange as an ``llm_exchange`` debug payload.
+        verify: Forced verification: a question the criticality gate flags is verified
+            by a call of the reason tool's prompt on the same model first, and the
+            call is made with that verification in its conversation (see the module
+            docstring).
 
     Returns:
         ``client`` itself, instrumented.
 
     Raises:
         TypeError: ``client`` is not an OpenAI client; ``guard`` is not a guard,
-            ``tool_kinds`` not a mapping, ``act`` or ``record_exchanges`` not a bool.
+            ``tool_kinds`` not a mapping, ``act``, ``record_exchanges`` or ``verify``
+            not a bool.
         ValueError: ``tool_retries`` is not an integer >= 0, or both ``guard`` and
             ``tool_kinds``.
     """
     return guard_client(client, ENDPOINTS, is_async=_client_kind(client, "instrument"),
                         agent=agent, act=act, tool_retries=tool_retries, guard=guard,
-                        tool_kinds=tool_kinds, record_exchanges=record_exchanges)
+                        tool_kinds=tool_kinds, record_exchanges=record_exchanges,
+                        verify=verify)
 
 
 def uninstrument(client: Any) -> Any:

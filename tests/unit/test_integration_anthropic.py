@@ -19,6 +19,11 @@ import openai
 import pytest
 from anthropic.lib.streaming import AsyncMessageStream, MessageStream
 
+from guardtrace.collectors.questions.reason_tool import (
+    REASON_SYSTEM_PROMPT,
+    REASON_TOOL_NAME,
+    reason_tool_schema,
+)
 from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations import anthropic as gt_anthropic
 from guardtrace.schemas import names
@@ -232,6 +237,132 @@ def test_acting_leaves_the_stream_helper_as_it_came(cap: Capture) -> None:
         assert stream.get_final_message().content[0].text == FABRICATED
     assert len(api.requests) == 1
     assert hallucinated(cap) == ["get_wether_forecast"] and tiers(cap) == [names.TIER_ACTION]
+
+
+# -- forced verification (verify=True) -----------------------------------------------------
+
+STRAWBERRY = "How many r's are in strawberry?"
+SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
+ANSWER = "There are three r's in strawberry."
+
+
+def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
+    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
+            for e in cap.events() if e.name.startswith("llm.verification")]
+
+
+def assert_verified(verifying: dict[str, Any], final: dict[str, Any]) -> None:
+    """``verifying`` executes the reason tool on the same model, with the caller's
+    max_tokens; ``final`` carries a tool_use of reason and its tool_result after the
+    question."""
+    assert verifying == {"model": MODEL, "max_tokens": final["max_tokens"],
+                         "system": REASON_SYSTEM_PROMPT,
+                         "messages": [{"role": "user", "content": f"Question: {STRAWBERRY}"}]}
+    asked, call, result = final["messages"]
+    assert asked == {"role": "user", "content": STRAWBERRY}
+    [use] = call["content"]
+    assert (call["role"], use["type"], use["name"], use["input"]) == (
+        "assistant", "tool_use", REASON_TOOL_NAME, {"question": STRAWBERRY})
+    assert result == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": use["id"], "content": SPELLED}]}
+
+
+def test_a_character_level_question_is_verified_before_the_model_answers(
+        cap: Capture) -> None:
+    api = ScriptedAPI(anthropic_message(SPELLED), anthropic_message(ANSWER))
+    reply = client_for(api, agent="helpdesk", verify=True).messages.create(
+        **request([{"role": "user", "content": STRAWBERRY}]))
+
+    assert reply.content[0].text == ANSWER
+    assert_verified(*api.requests)
+    assert api.requests[1]["tools"] == [WEATHER_TOOL]
+    [exchange] = exchanges_of(cap)
+    assert verification_events(cap) == [
+        (names.EVENT_VERIFICATION_REQUIRED, exchange.request_id, "helpdesk"),
+        (names.EVENT_VERIFICATION_COMPLETED, exchange.request_id, "helpdesk")]
+
+
+def exchanges_of(cap: Capture) -> list[Any]:
+    return [p for p in cap.payloads if p.kind == names.PAYLOAD_KIND_LLM_EXCHANGE]
+
+
+def test_a_request_without_tools_gets_the_reason_tool_and_no_tool_choice(
+        cap: Capture) -> None:
+    # The API refuses tool blocks in a request that defines no tools; offered only so
+    # the request is taken, the tool may not be called: the model answers in text.
+    api = ScriptedAPI(anthropic_message(SPELLED), anthropic_message(ANSWER))
+    ask = {"model": MODEL, "max_tokens": 512,
+           "messages": [{"role": "user", "content": STRAWBERRY}]}
+    client_for(api, verify=True).messages.create(**ask)
+
+    assert_verified(*api.requests)
+    assert api.requests[1]["tools"] == [reason_tool_schema("anthropic")]
+    assert api.requests[1]["tool_choice"] == {"type": "none"}
+
+
+def test_an_ordinary_question_makes_one_unchanged_request(cap: Capture) -> None:
+    ask = request([{"role": "user", "content": "Which flight is cheapest?"}])
+    reference = ScriptedAPI(anthropic_message("The 7:05 to Oslo, at 89 EUR."))
+    anthropic.Anthropic(api_key="sk-ant-test", max_retries=0,
+                        http_client=reference.http_client()).messages.create(**ask)
+    api = ScriptedAPI(anthropic_message("The 7:05 to Oslo, at 89 EUR."))
+    client_for(api, verify=True).messages.create(**ask)
+
+    assert api.requests == reference.requests
+    assert verification_events(cap) == []
+
+
+def test_the_async_client_verifies_and_streams_as_asked(cap: Capture) -> None:
+    api = ScriptedAPI(anthropic_message(SPELLED), anthropic_events(ANSWER))
+
+    async def run() -> str:
+        client = client_for(api, asynchronous=True, verify=True)
+        stream = await client.messages.create(
+            **request([{"role": "user", "content": STRAWBERRY}]), stream=True)
+        return "".join([event.delta.text async for event in stream
+                        if event.type == "content_block_delta"])
+
+    assert asyncio.run(run()) == ANSWER
+    assert_verified(*api.requests)
+    assert api.requests[1]["stream"] is True
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_tool_results_after_the_question_are_not_the_question(cap: Capture) -> None:
+    # Mid-turn, the last user message holds only a tool_result: the question is the one
+    # before it, and the turn's verification goes back in right after that.
+    api = ScriptedAPI(anthropic_message(SPELLED), anthropic_message(calls=REAL),
+                      anthropic_message(ANSWER))
+    client = client_for(api, verify=True)
+    messages: list[Any] = [{"role": "user", "content": STRAWBERRY}]
+    reply = client.messages.create(**request(messages))
+    messages += [{"role": "assistant", "content": [b.model_dump() for b in reply.content]},
+                 {"role": "user", "content": [{"type": "tool_result",
+                                               "tool_use_id": "toolu_01B",
+                                               "content": "Paris: sunny"}]}]
+    client.messages.create(**request(messages))
+
+    verifying, first, later = api.requests
+    assert_verified(verifying, first)
+    assert later["messages"][:3] == first["messages"]
+    assert later["messages"][3:] == messages[1:]
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_a_request_with_extended_thinking_is_not_verified(cap: Capture) -> None:
+    api = ScriptedAPI(anthropic_message(ANSWER))
+    client_for(api, verify=True).messages.create(**request(
+        [{"role": "user", "content": STRAWBERRY}],
+        thinking={"type": "enabled", "budget_tokens": 1024}))
+    assert len(api.requests) == 1 and len(api.requests[0]["messages"]) == 1
+    assert verification_events(cap) == []
+
+
+def test_verify_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="verify must be True or False, got 1"):
+        gt_anthropic.instrument(anthropic.Anthropic(api_key="sk-ant-test"), verify=1)
 
 
 # -- the client ------------------------------------------------------------------------------

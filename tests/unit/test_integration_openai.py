@@ -20,6 +20,7 @@ import pytest
 
 from guardtrace.collectors import FabricationGuard
 from guardtrace.collectors.emit.internal import internal_totals
+from guardtrace.collectors.questions.reason_tool import REASON_SYSTEM_PROMPT, REASON_TOOL_NAME
 from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations import openai as gt_openai
 from guardtrace.integrations._openai_chat import ChatAccumulator
@@ -398,6 +399,157 @@ def test_acting_leaves_a_stream_as_it_came(cap: Capture) -> None:
     assert tiers(cap) == [names.TIER_ACTION]
 
 
+# -- forced verification (verify=True) -----------------------------------------------------
+
+STRAWBERRY = "How many r's are in strawberry?"
+SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
+ANSWER = "There are three r's in strawberry."
+
+
+def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
+    """(name, request id, agent) of each verification lifecycle event."""
+    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
+            for e in cap.events() if e.name.startswith("llm.verification")]
+
+
+def assert_verified(verifying: dict[str, Any], final: dict[str, Any],
+                    question: str = STRAWBERRY) -> dict[str, Any]:
+    """``verifying`` executes the reason tool on the same model; ``final`` carries its
+    result right after the question. Returns the synthetic call."""
+    assert verifying["messages"] == [
+        {"role": "system", "content": REASON_SYSTEM_PROMPT},
+        {"role": "user", "content": f"Question: {question}"}]
+    assert verifying["model"] == final["model"]
+    assert "tools" not in verifying and "stream" not in verifying
+    asked = [i for i, m in enumerate(final["messages"]) if m.get("content") == question][-1]
+    call, result = final["messages"][asked + 1: asked + 3]
+    [synthetic] = call["tool_calls"]
+    assert (call["role"], synthetic["function"]["name"]) == ("assistant", REASON_TOOL_NAME)
+    assert json.loads(synthetic["function"]["arguments"]) == {"question": question}
+    assert result == {"role": "tool", "tool_call_id": synthetic["id"], "content": SPELLED}
+    return synthetic
+
+
+def test_a_character_level_question_is_verified_before_the_model_answers(
+        cap: Capture) -> None:
+    api = ScriptedAPI(chat_completion(SPELLED), chat_completion(ANSWER))
+    asked = [{"role": "user", "content": STRAWBERRY}]
+    reply = chat(client_for(api, agent="helpdesk", verify=True), asked)
+
+    assert reply.choices[0].message.content == ANSWER
+    assert_verified(*api.requests)
+    assert api.requests[1]["tools"] == [WEATHER_TOOL]  # the caller's, not the reason tool
+    assert asked == [{"role": "user", "content": STRAWBERRY}]  # the caller's list untouched
+    [exchange] = [p for p in cap.payloads if p.kind == names.PAYLOAD_KIND_LLM_EXCHANGE]
+    assert verification_events(cap) == [
+        (names.EVENT_VERIFICATION_REQUIRED, exchange.request_id, "helpdesk"),
+        (names.EVENT_VERIFICATION_COMPLETED, exchange.request_id, "helpdesk")]
+
+
+def test_an_ordinary_question_makes_one_unchanged_request(cap: Capture) -> None:
+    asked = [{"role": "user", "content": "Which flight is cheapest?"}]
+    reference = ScriptedAPI(chat_completion("The 7:05 to Oslo, at 89 EUR."))
+    chat(openai.OpenAI(api_key="sk-test", max_retries=0, http_client=reference.http_client()),
+         asked)
+    api = ScriptedAPI(chat_completion("The 7:05 to Oslo, at 89 EUR."))
+    chat(client_for(api, verify=True), asked)
+
+    assert api.requests == reference.requests
+    assert verification_events(cap) == []
+
+
+def test_a_streamed_call_is_verified_then_streamed_as_asked(cap: Capture) -> None:
+    api = ScriptedAPI(chat_completion(SPELLED), chat_chunks(ANSWER))
+    stream = chat(client_for(api, verify=True), [{"role": "user", "content": STRAWBERRY}],
+                  stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+
+    assert text == ANSWER
+    assert_verified(*api.requests)
+    assert api.requests[1]["stream"] is True
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_the_async_client_verifies_alike(cap: Capture) -> None:
+    api = ScriptedAPI(chat_completion(SPELLED), chat_completion(ANSWER))
+
+    async def run() -> Any:
+        client = client_for(api, asynchronous=True, verify=True)
+        return await chat(client, [{"role": "user", "content": STRAWBERRY}])
+
+    assert asyncio.run(run()).choices[0].message.content == ANSWER
+    assert_verified(*api.requests)
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_later_calls_of_the_turn_carry_the_same_verification_without_a_new_call(
+        cap: Capture) -> None:
+    # An agent loop: the model calls a tool, the caller sends its result. The caller's
+    # list does not hold the verification; the adapter puts the same one back.
+    api = ScriptedAPI(chat_completion(SPELLED), chat_completion(calls=REAL),
+                      chat_completion(ANSWER))
+    client = client_for(api, verify=True)
+    messages: list[Any] = [{"role": "user", "content": STRAWBERRY}]
+    reply = chat(client, messages)
+    messages += [reply.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": "call_Wq2", "content": "Paris: sunny"}]
+    chat(client, messages)
+
+    assert len(api.requests) == 3  # one verification for the turn
+    verifying, first, later = api.requests
+    assert assert_verified(verifying, later) == assert_verified(verifying, first)
+    assert api.requests[2]["messages"][3:] == messages[1:]  # the turn goes on after it
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_a_turn_that_called_reason_already_is_not_verified_again(cap: Capture) -> None:
+    turn = [{"role": "user", "content": STRAWBERRY},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "r1", "type": "function",
+                 "function": {"name": REASON_TOOL_NAME, "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "r1", "content": SPELLED}]
+    api = ScriptedAPI(chat_completion(ANSWER))
+    chat(client_for(api, verify=True), turn)
+    assert [request["messages"] for request in api.requests] == [turn]
+    assert verification_events(cap) == []
+
+
+def test_a_failed_verification_call_leaves_the_call_as_it_was(cap: Capture) -> None:
+    api = ScriptedAPI(500, chat_completion(ANSWER))
+    asked = [{"role": "user", "content": STRAWBERRY}]
+    reply = chat(client_for(api, verify=True), asked)
+
+    assert reply.choices[0].message.content == ANSWER
+    assert api.requests[1]["messages"] == asked
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_BYPASSED]
+    assert cap.events(names.EVENT_VERIFICATION_BYPASSED)[0].attributes[
+        names.ATTR_REASON] == "verification_failed"
+
+
+def test_the_responses_api_is_verified_with_function_call_items(cap: Capture) -> None:
+    api = ScriptedAPI(response_object(SPELLED), response_object(ANSWER))
+    client = client_for(api, verify=True)
+    reply = client.responses.create(model="gpt-4.1", input=STRAWBERRY,
+                                    tools=[RESPONSES_WEATHER_TOOL])
+
+    assert reply.output_text == ANSWER
+    verifying, final = api.requests
+    assert verifying["input"] == [{"role": "system", "content": REASON_SYSTEM_PROMPT},
+                                  {"role": "user", "content": f"Question: {STRAWBERRY}"}]
+    asked, call, result = final["input"]
+    assert asked == {"role": "user", "content": STRAWBERRY}
+    assert (call["type"], call["name"], json.loads(call["arguments"])) == (
+        "function_call", REASON_TOOL_NAME, {"question": STRAWBERRY})
+    assert result == {"type": "function_call_output", "call_id": call["call_id"],
+                      "output": SPELLED}
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
 # -- the client ------------------------------------------------------------------------------
 
 def test_uninstrument_puts_the_methods_back(cap: Capture) -> None:
@@ -454,6 +606,7 @@ def test_a_value_that_is_not_a_client_is_refused_naming_what_was_expected(
     ({"tool_kinds": "write"}, TypeError, "tool_kinds must map tool names to 'read'"),
     ({"act": "false"}, TypeError, "act must be True or False, got 'false'"),
     ({"record_exchanges": 0}, TypeError, "record_exchanges must be True or False"),
+    ({"verify": "yes"}, TypeError, "verify must be True or False, got 'yes'"),
 ])
 def test_settings_are_checked(settings: dict[str, Any], error: Any, says: str) -> None:
     client = openai.OpenAI(api_key="sk-test")
