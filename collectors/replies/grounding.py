@@ -186,8 +186,9 @@ class UngroundedValue:
     """A value stated in a reply with no source.
 
     Attributes:
-        kind: ``"money"``, ``"code"``, ``"time"``, or ``"outcome"`` (money a write's result
-            does not bear out).
+        kind: ``"money"``, ``"code"``, ``"time"``, ``"outcome"`` (money or a field a
+            write's result does not bear out), or ``"guess"`` (a calculator's result on a
+            number no source gave).
         text: The value as written.
     """
 
@@ -471,8 +472,10 @@ def find_ungrounded(reply: str, grounds: Grounds,
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
-        if grounds.guessed(value) or not grounds.derivable(
-                value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
+        if grounds.guessed(value):
+            out.setdefault(written, UngroundedValue(
+                "guess", f"{written} (calculated from a number no source gave)"))
+        elif not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(written, UngroundedValue("money", written))
     money_digits: set[str] | None = None  # "$12345678" is money, not an id
     for word in _code_candidates(reply):

@@ -198,7 +198,7 @@ def _priced(expression: str, value: str, reply: str, said_before: str | None = N
 def test_a_price_computed_from_a_guessed_multiplier_is_an_invented_result() -> None:
     lie = _priced("249 * 3.25", "809.25", "Business for both of you comes to $809.25.")
     assert lie.tiers == (UNGROUNDED,)
-    assert "$809.25" in (lie.evidence(UNGROUNDED) or "")
+    assert lie.evidence(UNGROUNDED) == "$809.25 (calculated from a number no source gave)"
     # The same arithmetic on what the results and the agent's own words gave.
     assert _priced("(122 + 127) * 2", "498.0", "That comes to $498.").tiers == ()
     assert _priced("249 * 2", "498.0", "That comes to $498.").tiers == ()  # a total of legs
