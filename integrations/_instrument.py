@@ -22,9 +22,8 @@ streamed reply, places retry feedback in a request and appends a disclaimer to a
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,7 +38,15 @@ from ._settings import check_flag, check_guard, check_retries, check_tool_kinds
 from ._streams import Accumulator, ObservedStreamManager, observe_stream
 from ._tool_feedback import TOOL_CALL_NOTE
 from ._tool_retry import retry_async, retry_sync, tool_retry
-from ._verification import Question, Step, Verification, Verifier, verify_async, verify_sync
+from ._verification import (
+    Question,
+    Step,
+    Verification,
+    Verifier,
+    answering,
+    verify_async,
+    verify_sync,
+)
 
 __all__ = ["Dialect", "Endpoint", "Instrumentation", "guard_client", "installed", "remove"]
 
@@ -246,7 +253,7 @@ class Instrumentation:
                 kwargs = self._prepared(dialect, kwargs)
                 rid = storable_request_id(new_request_id())
                 step, kwargs = await self._verified_async(dialect, kwargs, rid, original)
-                with _answering(step):
+                with answering(step):
                     result = await original(*args, **kwargs)
                 if self._passes_through(dialect, kwargs, result, rid):
                     return result
@@ -259,7 +266,7 @@ class Instrumentation:
             kwargs = self._prepared(dialect, kwargs)
             rid = storable_request_id(new_request_id())
             step, kwargs = self._verified(dialect, kwargs, rid, original)
-            with _answering(step):
+            with answering(step):
                 result = original(*args, **kwargs)
             if self._passes_through(dialect, kwargs, result, rid):
                 return result
@@ -277,55 +284,34 @@ class Instrumentation:
             return kwargs
 
     # -- forced verification -------------------------------------------------------------
-    def _verification_step(self, dialect: Dialect, kwargs: dict[str, Any],
-                           rid: str) -> tuple[Step, Question] | None:
-        """The verification this call needs, with the question it is for; None: none."""
+    def _step(self, dialect: Dialect, kwargs: dict[str, Any], rid: str) -> Step | None:
         if self.verifier is None:
             return None
-        try:
-            question = dialect.question(kwargs)
-            step = self.verifier.step(question, rid)
-            return None if step is None or question is None else (step, question)
-        except Exception as exc:  # noqa: BLE001 - the call goes on unverified
-            count_hook_error("integrations.verify", exc)
-            return None
-
-    @staticmethod
-    def _with_verification(dialect: Dialect, kwargs: dict[str, Any], question: Question,
-                           verification: Verification | None) -> dict[str, Any]:
-        if verification is None:
-            return kwargs
-        try:
-            return dialect.with_verification(kwargs, question, verification)
-        except Exception as exc:  # noqa: BLE001 - the call goes on unverified
-            count_hook_error("integrations.verify", exc)
-            return kwargs
+        return self.verifier.start(lambda: dialect.question(kwargs), rid)
 
     def _verified(self, dialect: Dialect, kwargs: dict[str, Any], rid: str,
                   original: Callable[..., Any]) -> tuple[Step | None, dict[str, Any]]:
         """The step and the arguments of the caller's call: with the verification when
         the gate asks for one (made here, by ``original``, not streamed)."""
-        found = self._verification_step(dialect, kwargs, rid)
-        if found is None:
+        step = self._step(dialect, kwargs, rid)
+        if step is None:
             return None, kwargs
-        step, question = found
         verification = verify_sync(
-            step, lambda: original(**dialect.reason_request(kwargs, question.text)),
+            step, lambda: original(**dialect.reason_request(kwargs, step.question.text)),
             dialect.reason_text)
-        return step, self._with_verification(dialect, kwargs, question, verification)
+        return step, step.apply(verification, kwargs, dialect.with_verification)
 
     async def _verified_async(self, dialect: Dialect, kwargs: dict[str, Any], rid: str,
                               original: Callable[..., Any]
                               ) -> tuple[Step | None, dict[str, Any]]:
         """:meth:`_verified` for an async client."""
-        found = self._verification_step(dialect, kwargs, rid)
-        if found is None:
+        step = self._step(dialect, kwargs, rid)
+        if step is None:
             return None, kwargs
-        step, question = found
         verification = await verify_async(
-            step, lambda: original(**dialect.reason_request(kwargs, question.text)),
+            step, lambda: original(**dialect.reason_request(kwargs, step.question.text)),
             dialect.reason_text)
-        return step, self._with_verification(dialect, kwargs, question, verification)
+        return step, step.apply(verification, kwargs, dialect.with_verification)
 
     # -- checking and acting -----------------------------------------------------------
     def _passes_through(self, dialect: Dialect, kwargs: dict[str, Any], result: Any,
@@ -410,16 +396,3 @@ class Instrumentation:
             return dialect.with_disclaimer(reply, disclaimer_suffix(findings.verdict))
         return reply
 
-
-@contextlib.contextmanager
-def _answering(step: Step | None) -> Iterator[None]:
-    """Around the caller's call: settle the verification's lifecycle by how it went."""
-    if step is None:
-        yield
-        return
-    try:
-        yield
-    except BaseException:
-        step.broke()
-        raise
-    step.answered()

@@ -29,12 +29,13 @@ this module holds what is common and imports no SDK.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..collectors.emit.internal import count_hook_error, log_rate_limited
 from ..collectors.questions.criticality import (
@@ -45,8 +46,8 @@ from ..collectors.questions.criticality import (
 from ..collectors.questions.reason_tool import REASON_TOOL_NAME
 from ..collectors.questions.verification import VerificationLoop
 
-__all__ = ["Question", "Step", "Verification", "Verifier", "find_question", "new_call_id",
-           "request_options", "verify_async", "verify_sync"]
+__all__ = ["Question", "Step", "Verification", "Verifier", "answering", "find_question",
+           "new_call_id", "request_options", "verify_async", "verify_sync"]
 
 # Questions whose verification is kept for the later calls of their turn. An agent loop
 # makes a few calls per turn, and concurrent conversations interleave: a few hundred
@@ -59,6 +60,8 @@ VERIFICATION_FAILED = "verification_failed"
 # where and how the request goes, not what it asks. `extra_body` is left out: it carries
 # model parameters (an OpenAI-compatible server's own) meant for the caller's request.
 _REQUEST_OPTIONS = ("extra_headers", "extra_query", "timeout")
+
+R = TypeVar("R")
 
 
 def request_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,12 +141,12 @@ class Step:
 
     Args:
         verifier: Remembers the verification once made.
-        question: The question verified.
+        question: The question verified, where the request holds it.
         loop: The lifecycle of a verification made for this call; None when reused.
         reused: The turn's earlier verification, when reused.
     """
 
-    def __init__(self, verifier: Verifier, question: str, loop: VerificationLoop | None,
+    def __init__(self, verifier: Verifier, question: Question, loop: VerificationLoop | None,
                  reused: Verification | None = None) -> None:
         self._verifier = verifier
         self.question = question
@@ -161,7 +164,7 @@ class Step:
         if not result.strip():
             self._bypass("the verification call gave no text")
             return None
-        verification = Verification(self.question, new_call_id(), result)
+        verification = Verification(self.question.text, new_call_id(), result)
         if self.loop is not None:
             self.loop.on_tool_call(REASON_TOOL_NAME)
         self._verifier.remember(verification)
@@ -171,6 +174,18 @@ class Step:
         """The verification call raised (the API's error, not the guard's): the
         caller's call goes on without it."""
         self._bypass(f"the verification call failed ({type(exc).__name__})")
+
+    def apply(self, verification: Verification | None, request: R,
+              place: Callable[[R, Question, Verification], R]) -> R:
+        """``request`` with ``verification`` placed after the question by ``place``;
+        ``request`` itself when there is none, or placing it failed."""
+        if verification is None:
+            return request
+        try:
+            return place(request, self.question, verification)
+        except Exception as exc:  # noqa: BLE001 - the call goes on unverified
+            count_hook_error("integrations.verify", exc)
+            return request
 
     def _bypass(self, why: str) -> None:
         log_rate_limited("integrations.verify_failed",
@@ -205,22 +220,28 @@ class Verifier:
         self._lock = threading.Lock()
         self._recent: OrderedDict[str, Verification] = OrderedDict()
 
-    def step(self, question: Question | None, request_id: str) -> Step | None:
-        """What this call needs: None when nothing (no question, verified already, or
-        the gate is quiet), else a :class:`Step` reusing the turn's verification or
-        starting a new one (``llm.verification_required`` is emitted then)."""
+    def start(self, find: Callable[[], Question | None], request_id: str) -> Step | None:
+        """What a call needs, given how to ``find`` its question: None when nothing (no
+        question, verified already, the gate quiet, or the request unreadable), else a
+        :class:`Step` reusing the turn's verification or starting a new one
+        (``llm.verification_required`` is emitted then)."""
+        try:
+            question = find()
+        except Exception as exc:  # noqa: BLE001 - the call goes on unverified
+            count_hook_error("integrations.verify", exc)
+            return None
         if question is None or question.verified:
             return None
         if not question.last:
             reused = self.recalled(question.text)
             if reused is not None:
-                return Step(self, question.text, None, reused)
+                return Step(self, question, None, reused)
         decision = self.gate.assess(question.text)
         if not decision.should_reason:
             return None
         loop = VerificationLoop(question.text, request_id=request_id, agent=self.agent,
                                 gate=_Decided(decision))
-        return Step(self, question.text, loop)
+        return Step(self, question, loop)
 
     def remember(self, verification: Verification) -> None:
         with self._lock:
@@ -262,3 +283,17 @@ async def verify_async(step: Step, call: Callable[[], Awaitable[Any]],
         step.unanswered(exc)
         return None
     return step.answer(reply, read)
+
+
+@contextlib.contextmanager
+def answering(step: Step | None) -> Iterator[None]:
+    """Around the caller's call: settle the verification's lifecycle by how it went."""
+    if step is None:
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        step.broke()
+        raise
+    step.answered()

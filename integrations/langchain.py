@@ -25,10 +25,13 @@ Request ids: ``metadata={"request_id": ...}`` in the run's config when given, el
 current OpenTelemetry trace id (run inside your request's span and the guard events
 join its trace), else the id of the top-level LangChain run the handler saw start.
 
-Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) goes through
-LangGraph's own mechanism: a dynamic model that binds the reason tool with
-``tool_choice`` until it has run (a runnable alone sees one model call, not the loop).
-See :data:`VERIFICATION_HOWTO`, which also shows the nudging loop for LangChain alone.
+Forced verification with one argument: ``GuardedChatModel(llm, verify=True)`` verifies a
+question the criticality gate flags before the model answers it (a call of the reason
+tool's prompt on the same model, then the model's call with that ``reason`` call and its
+result after the question; see :class:`GuardedChatModel`), so a LangGraph agent built on
+it is verified as it is. To force the agent's own ``reason`` tool instead, through
+LangGraph's mechanism (a dynamic model binding it with ``tool_choice``), or to nudge in
+LangChain alone, see :data:`VERIFICATION_HOWTO`.
 """
 
 from __future__ import annotations
@@ -44,10 +47,16 @@ from uuid import UUID
 try:
     from langchain_core.callbacks import BaseCallbackHandler
     from langchain_core.language_models import LanguageModelInput
-    from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
     from langchain_core.outputs import LLMResult
     from langchain_core.prompt_values import PromptValue
-    from langchain_core.runnables import Runnable, RunnableConfig
+    from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig
     from langchain_core.runnables.config import ensure_config, merge_configs
     from langchain_core.utils.function_calling import convert_to_openai_tool
 except ImportError:
@@ -61,6 +70,7 @@ from opentelemetry import trace
 from ..collectors.emit.internal import count_hook_error
 from ..collectors.emit.telemetry import guarded
 from ..collectors.plans.validation import report_pass, report_unevaluated, validate_plan
+from ..collectors.questions.reason_tool import REASON_TOOL_NAME, reason_messages
 from ..collectors.replies.fabrication import FabricationGuard
 from ..collectors.tool_catalog import read_tool_specs
 from ..schemas import names
@@ -74,6 +84,16 @@ from ._messages import (
 from ._settings import check_flag, check_guard, check_retries, check_tool_list
 from ._tool_feedback import TOOL_CALL_NOTE
 from ._tool_retry import retry_async, retry_sync, tool_retry
+from ._verification import (
+    Question,
+    Step,
+    Verification,
+    Verifier,
+    answering,
+    find_question,
+    verify_async,
+    verify_sync,
+)
 
 __all__ = ["GUARDED_TAG", "VERIFICATION_HOWTO", "GuardedChatModel",
            "GuardtraceCallbackHandler"]
@@ -87,6 +107,9 @@ REQUEST_ID_KEY = names.ATTR_REQUEST_ID
 _THREAD_ID_KEY = "thread_id"
 #: The ``api`` attribute of the exchanges this adapter records.
 API = "langchain"
+# LangGraph streams the tokens of every chat model call of a node (stream_mode="messages")
+# except calls tagged so: the verification call is the guard's, not the agent's reply.
+_NO_STREAM_TAG = "nostream"
 
 VERIFICATION_HOWTO = """\
 Forced verification in LangGraph: the gate decides before the run, and LangGraph's
@@ -379,6 +402,38 @@ def _feedback_message(feedback: str) -> HumanMessage:
     return HumanMessage(content=f"{feedback}\n\n{TOOL_CALL_NOTE}")
 
 
+def _human_text(message: Any) -> str:
+    return text_of(message.content) if getattr(message, "type", None) == "human" else ""
+
+
+def _calls_reason(message: Any) -> bool:
+    return any(call.get("name") == REASON_TOOL_NAME
+               for call in getattr(message, "tool_calls", None) or ())
+
+
+def _with_verification(messages: list[BaseMessage], question: Question,
+                       verification: Verification) -> list[BaseMessage]:
+    call = AIMessage(content="", tool_calls=[{
+        "name": REASON_TOOL_NAME, "args": verification.arguments,
+        "id": verification.call_id, "type": "tool_call"}])
+    result = ToolMessage(content=verification.result, tool_call_id=verification.call_id,
+                         name=REASON_TOOL_NAME)
+    at = question.index + 1
+    return [*messages[:at], call, result, *messages[at:]]
+
+
+def _reply_text(reply: Any) -> str:
+    return text_of(reply.content) if _is_ai(reply) else ""
+
+
+def _unbound(model: Runnable[Any, Any]) -> Runnable[Any, Any]:
+    """The model without what was bound to it (tools, tool_choice): the verification
+    call asks for text."""
+    while isinstance(model, RunnableBinding):
+        model = model.bound
+    return model
+
+
 class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
     """A chat model that retries hallucinated tool calls and annotates fabricated replies.
 
@@ -398,6 +453,16 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
        inline disclaimer after the model's text (and the disclaimers under
        ``response_metadata["guardtrace_disclaimers"]``).
 
+    With ``verify=True``, before step 1: when the criticality gate flags the latest
+    human message and no ``reason`` call follows it, the model (without its bound tools)
+    is first asked with the reason tool's prompt (``reason_messages``), a call tagged
+    ``nostream`` so LangGraph does not stream it as the agent's reply; the model's call
+    is then made with an ``AIMessage`` calling ``reason`` and its ``ToolMessage`` right
+    after the question, and ``llm.verification_required`` and ``..._completed`` are
+    emitted under the call's request id. The graph's state does not hold that pair:
+    later calls of the turn (after tool results) get the same verification again,
+    without a new call. A question the gate does not flag costs the gate only.
+
     An error of the model's own first call is raised as it would be without the
     wrapper; nothing the guards do raises. ``stream`` yields the final message whole.
     LangGraph's ``stream_mode="messages"`` streams the model's tokens as they come,
@@ -415,10 +480,11 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         tool_retries: How many times a hallucinated tool call is asked for again (0:
             report only).
         annotate: Append the disclaimer to a flagged reply (False: only report it).
+        verify: Force verification of the questions the criticality gate flags (above).
 
     Raises:
         TypeError: ``model`` is not a LangChain runnable, ``tools`` not a list of tools,
-            ``guard`` not a FabricationGuard, ``annotate`` not a bool.
+            ``guard`` not a FabricationGuard, ``annotate`` or ``verify`` not a bool.
         ValueError: ``tool_retries`` is not an integer >= 0.
         GuardInputError: a tool of ``tools`` cannot be read as a tool.
     """
@@ -426,7 +492,7 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
     def __init__(self, model: Runnable[Any, Any], *, tools: Any = None,
                  agent: str | None = None, channel: str | None = None,
                  guard: FabricationGuard | None = None, tool_retries: int = 1,
-                 annotate: bool = True) -> None:
+                 annotate: bool = True, verify: bool = False) -> None:
         self.model = _chat_model(model)
         self.tools = _given_catalog(tools) if tools is not None else _bound_tools(model)
         self.agent = agent
@@ -434,6 +500,7 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
         self.guard = check_guard(guard) or FabricationGuard()
         self.tool_retries = check_retries(tool_retries)
         self.annotate = check_flag(annotate, "annotate")
+        self.verifier = Verifier(agent) if check_flag(verify, "verify") else None
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GuardedChatModel:
         """The wrapped model with ``tools`` bound, guarded against exactly those tools."""
@@ -448,8 +515,16 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
     def invoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
                **kwargs: Any) -> BaseMessage:
         config, request_id = _guarded_config(config)
-        reply = self.model.invoke(input, config, **kwargs)
         messages = _as_messages(input)
+        step = self._step(messages, request_id)
+        if step is not None:
+            verification = verify_sync(
+                step, lambda: _unbound(self.model).invoke(
+                    reason_messages(step.question.text), _unstreamed(config)),
+                _reply_text)
+            input = messages = step.apply(verification, messages, _with_verification)
+        with answering(step):
+            reply = self.model.invoke(input, config, **kwargs)
         catalog = self._catalog(kwargs)
         if self._hallucinates(reply, catalog, request_id):
             try:
@@ -464,8 +539,16 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
     async def ainvoke(self, input: LanguageModelInput, config: RunnableConfig | None = None,
                       **kwargs: Any) -> BaseMessage:
         config, request_id = _guarded_config(config)
-        reply = await self.model.ainvoke(input, config, **kwargs)
         messages = _as_messages(input)
+        step = self._step(messages, request_id)
+        if step is not None:
+            verification = await verify_async(
+                step, lambda: _unbound(self.model).ainvoke(
+                    reason_messages(step.question.text), _unstreamed(config)),
+                _reply_text)
+            input = messages = step.apply(verification, messages, _with_verification)
+        with answering(step):
+            reply = await self.model.ainvoke(input, config, **kwargs)
         catalog = self._catalog(kwargs)
         if self._hallucinates(reply, catalog, request_id):
             retry: Callable[[str], Awaitable[Any]] = lambda feedback: self.model.ainvoke(  # noqa: E731
@@ -476,6 +559,12 @@ class GuardedChatModel(Runnable[LanguageModelInput, BaseMessage]):
             except Exception as exc:  # noqa: BLE001 - the reply in hand is still good to give
                 count_hook_error("integrations.langchain.retry", exc)
         return self._judge(messages, reply, catalog, request_id)
+
+    def _step(self, messages: list[BaseMessage], request_id: str) -> Step | None:
+        if self.verifier is None:
+            return None
+        return self.verifier.start(
+            lambda: find_question(messages, _human_text, _calls_reason), request_id)
 
     def _catalog(self, kwargs: Mapping[str, Any]) -> list[Any]:
         # .bind(tools=...) on this wrapper passes them with each call.
@@ -549,3 +638,8 @@ def _guarded_config(config: RunnableConfig | None) -> tuple[RunnableConfig, str]
     request_id = _request_id(config)
     return merge_configs(config, {"tags": [GUARDED_TAG],
                                   "metadata": {REQUEST_ID_KEY: request_id}}), request_id
+
+
+def _unstreamed(config: RunnableConfig) -> RunnableConfig:
+    """The config of the verification call: the model call's, tagged not to stream."""
+    return merge_configs(config, {"tags": [_NO_STREAM_TAG]})

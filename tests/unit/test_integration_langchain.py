@@ -33,6 +33,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from guardtrace.collectors import GuardInputError, TurnAction, VerificationLoop
 from guardtrace.collectors.emit.internal import internal_totals
+from guardtrace.collectors.questions.reason_tool import REASON_SYSTEM_PROMPT, REASON_TOOL_NAME
 from guardtrace.collectors.questions.verification import TurnActionKind
 from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations._messages import DISCLAIMERS_KEY, from_langchain
@@ -368,6 +369,7 @@ def test_a_model_that_is_not_a_runnable_is_refused_naming_what_was_expected(
     ({"tool_retries": "1"}, ValueError, "tool_retries must be an integer >= 0, got '1'"),
     ({"tool_retries": True}, ValueError, "tool_retries must be an integer >= 0"),
     ({"annotate": "false"}, TypeError, "annotate must be True or False"),
+    ({"verify": "on"}, TypeError, "verify must be True or False, got 'on'"),
 ])
 def test_wrong_settings_of_the_guarded_model_are_refused_at_construction(
         settings: dict[str, Any], error: type[Exception], says: str) -> None:
@@ -468,6 +470,102 @@ def test_the_documented_nudging_loop_runs_as_written(cap: Capture) -> None:
     assert [e.name for e in cap.events() if e.name.startswith("llm.verification")] == [
         names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_NUDGED,
         names.EVENT_VERIFICATION_COMPLETED]
+
+
+# --- forced verification with one argument (verify=True) -------------------------------------
+
+STRAWBERRY = "How many r's are in strawberry?"
+SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
+ANSWER = "There are three r's in strawberry."
+
+
+def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
+    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
+            for e in cap.events() if e.name.startswith("llm.verification")]
+
+
+def assert_verified(model: ScriptedChatModel) -> None:
+    """The model's first call executes the reason tool, without the bound tools; its
+    second carries that call and its result right after the question."""
+    verifying, final = model.seen[:2]
+    assert [(m.type, m.content) for m in verifying] == [
+        ("system", REASON_SYSTEM_PROMPT), ("human", f"Question: {STRAWBERRY}")]
+    assert "tools" not in model.options[0] and "tools" in model.options[1]
+    asked, call_message, result = final
+    assert (asked.type, asked.content) == ("human", STRAWBERRY)
+    [synthetic] = call_message.tool_calls
+    assert (synthetic["name"], synthetic["args"]) == (REASON_TOOL_NAME, {"question": STRAWBERRY})
+    assert isinstance(result, ToolMessage)
+    assert (result.tool_call_id, result.content) == (synthetic["id"], SPELLED)
+
+
+def test_a_langgraph_agent_verifies_a_character_level_question_with_one_argument(
+        cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage(SPELLED), AIMessage(ANSWER)],
+                              seen=[], options=[])
+    agent = react_agent(GuardedChatModel(model, agent="helpdesk", verify=True))
+    result = agent.invoke({"messages": [("user", STRAWBERRY)]})
+
+    assert result["messages"][-1].content == ANSWER
+    assert_verified(model)
+    # The pair is in the model's request, not in the graph's state.
+    assert [m.type for m in result["messages"]] == ["human", "ai"]
+    [fabrication] = [e for e in cap.events(names.EVENT_EVALUATION_RESULT)
+                     if e.attributes[names.ATTR_EVALUATION_NAME] == FABRICATION]
+    rid = fabrication.attributes[names.ATTR_REQUEST_ID]
+    assert verification_events(cap) == [
+        (names.EVENT_VERIFICATION_REQUIRED, rid, "helpdesk"),
+        (names.EVENT_VERIFICATION_COMPLETED, rid, "helpdesk")]
+
+
+def test_an_ordinary_question_makes_one_unchanged_model_call(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage("The 7:05 to Oslo, at 89 EUR.")],
+                              seen=[], options=[])
+    react_agent(GuardedChatModel(model, verify=True)).invoke(
+        {"messages": [("user", "Which flight is cheapest?")]})
+
+    assert [[(m.type, m.content) for m in seen] for seen in model.seen] == [
+        [("human", "Which flight is cheapest?")]]
+    assert verification_events(cap) == []
+
+
+def test_the_agents_later_calls_carry_the_turns_verification_without_a_new_call(
+        cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage(SPELLED),
+                                         call("get_weather", "c1", city="Oslo"),
+                                         AIMessage(ANSWER)], seen=[], options=[])
+    result = react_agent(GuardedChatModel(model, verify=True)).invoke(
+        {"messages": [("user", STRAWBERRY)]})
+
+    assert result["messages"][-1].content == ANSWER
+    assert len(model.seen) == 3
+    assert model.seen[2][:3] == model.seen[1]  # the same pair, same call id
+    assert [m.type for m in model.seen[2][3:]] == ["ai", "tool"]  # then the turn
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
+
+
+def test_the_verification_is_not_streamed_as_the_agents_reply(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage(SPELLED), AIMessage(ANSWER)],
+                              seen=[], options=[])
+    streamed = [chunk.content for chunk, _ in react_agent(
+        GuardedChatModel(model, verify=True)).stream(
+            {"messages": [("user", STRAWBERRY)]}, stream_mode="messages")]
+
+    assert streamed == [ANSWER]
+    assert_verified(model)
+
+
+def test_the_async_path_verifies_too(cap: Capture) -> None:
+    model = ScriptedChatModel(responses=[AIMessage(SPELLED), AIMessage(ANSWER)],
+                              seen=[], options=[])
+    result = asyncio.run(react_agent(GuardedChatModel(model, verify=True)).ainvoke(
+        {"messages": [("user", STRAWBERRY)]}))
+
+    assert result["messages"][-1].content == ANSWER
+    assert_verified(model)
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
 
 
 # --- packaging -------------------------------------------------------------------------------
