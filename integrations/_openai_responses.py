@@ -34,7 +34,7 @@ from ._messages import from_responses_items, text_of
 from ._sdk import attr, given, listed, plain
 from ._verification import Question, Verification, find_question, request_options
 
-__all__ = ["ResponsesAccumulator", "ResponsesDialect"]
+__all__ = ["ResponsesAccumulator", "ResponsesDialect", "input_question"]
 
 _LISTED_ARGUMENTS = ("input", "tools")
 # Stream events carrying the finished response (a failed one is not checked).
@@ -79,6 +79,12 @@ def _items(sent: Any) -> list[Any] | None:
     if isinstance(sent, str):
         return [{"role": "user", "content": sent}]
     return list(sent) if isinstance(sent, (list, tuple)) else None
+
+
+def input_question(sent: Any) -> Question | None:
+    """The latest user question of a Responses ``input`` (also an Agents SDK run's)."""
+    items = _items(sent)
+    return None if items is None else find_question(items, _user_text, _calls_reason)
 
 
 class ResponsesDialect:
@@ -135,8 +141,7 @@ class ResponsesDialect:
 
     # -- forced verification ---------------------------------------------------------------
     def question(self, kwargs: dict[str, Any]) -> Question | None:
-        items = _items(kwargs.get("input"))
-        return None if items is None else find_question(items, _user_text, _calls_reason)
+        return input_question(kwargs.get("input"))
 
     def reason_request(self, kwargs: dict[str, Any], question: str) -> dict[str, Any]:
         return {"model": kwargs.get("model"), "input": reason_messages(question),

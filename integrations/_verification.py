@@ -46,8 +46,8 @@ from ..collectors.questions.criticality import (
 from ..collectors.questions.reason_tool import REASON_TOOL_NAME
 from ..collectors.questions.verification import VerificationLoop
 
-__all__ = ["Question", "Step", "Verification", "Verifier", "answering", "find_question",
-           "new_call_id", "request_options", "verify_async", "verify_sync"]
+__all__ = ["DecidedGate", "Question", "Step", "Verification", "Verifier", "answering",
+           "find_question", "new_call_id", "request_options", "verify_async", "verify_sync"]
 
 # Questions whose verification is kept for the later calls of their turn. An agent loop
 # makes a few calls per turn, and concurrent conversations interleave: a few hundred
@@ -124,9 +124,9 @@ def find_question(messages: Sequence[Any], question_text: Callable[[Any], str],
     return None
 
 
-class _Decided(CriticalityGate):
-    """A gate that already decided: the loop emits what the adapter's gate found,
-    without assessing the question a second time."""
+class DecidedGate(CriticalityGate):
+    """A gate that already decided: a loop made with it emits what the adapter's gate
+    found, without assessing the question a second time."""
 
     def __init__(self, decision: CriticalityDecision) -> None:
         super().__init__(())
@@ -240,7 +240,7 @@ class Verifier:
         if not decision.should_reason:
             return None
         loop = VerificationLoop(question.text, request_id=request_id, agent=self.agent,
-                                gate=_Decided(decision))
+                                gate=DecidedGate(decision))
         return Step(self, question, loop)
 
     def remember(self, verification: Verification) -> None:

@@ -37,11 +37,16 @@ What each piece does, and why it is needed:
   the SDK's spans and the guard events share one trace and one request id. A run
   inside your own OTel span is mirrored under it.
 
-Forced verification (:class:`~guardtrace.collectors.VerificationLoop`) goes through the
-SDK's own mechanism: ``ModelSettings(tool_choice="reason")`` forces the first model call
-to verify, and the SDK resets it after the tool ran (``Agent.reset_tool_choice``), so
-the model answers next. The SDK's loop has no hook to nudge a model that answered
-early, and with the call forced none is needed; see :data:`VERIFICATION_HOWTO`.
+* **Forced verification** (``AgentsGuard(verify=True)``): when the criticality gate
+  flags the run's question, :meth:`AgentsGuard.run` runs a clone of the agent with the
+  ``reason`` tool and ``ModelSettings(tool_choice="reason")``: the SDK forces the first
+  model call to verify and resets ``tool_choice`` after the tool ran
+  (``Agent.reset_tool_choice``), so the model answers next. The tool runs the reason
+  prompt on the run's model; ``llm.verification_required`` and ``..._completed`` carry
+  the run's request id (:mod:`._agents_verification`). A question the gate does not
+  flag runs the agent as it is. The SDK's loop has no hook to nudge a model that
+  answered early, and with the call forced none is needed. :data:`VERIFICATION_HOWTO`
+  is the same by hand, with a reason tool of your own.
 """
 
 from __future__ import annotations
@@ -83,8 +88,10 @@ from ..collectors.emit.telemetry import guarded
 from ..collectors.plans.retry_prompts import PlanAttempt
 from ..collectors.plans.retry_telemetry import RetryReporter
 from ..collectors.plans.validation import PLANNING_TELEMETRY, report_pass, validate_plan
+from ..collectors.questions.criticality import default_gate
 from ..collectors.replies.fabrication import FabricationGuard, FabricationVerdict
 from ..schemas import names
+from . import _agents_verification as verification
 from ._exchange import Exchange, ExchangeGuard, last_user_text
 from ._messages import from_responses_items, with_disclaimers
 from ._sdk import plain
@@ -435,18 +442,21 @@ class AgentsGuard:
             :func:`install_tracing` registered when None.
         record_exchanges: Record each model call's input and output as an
             ``llm_exchange`` payload.
+        verify: Force verification in :meth:`run` of a question the criticality gate
+            flags (see the module docstring).
 
     Raises:
         ValueError: ``tool_retries`` is not an integer >= 0; ``trip_on`` names a tier
             that does not exist (it would never trip).
         TypeError: ``trip_on`` is a lone string, ``guard`` not a FabricationGuard,
-            ``tracing`` not a GuardtraceTracingProcessor, ``record_exchanges`` not a bool.
+            ``tracing`` not a GuardtraceTracingProcessor, ``record_exchanges`` or
+            ``verify`` not a bool.
     """
 
     def __init__(self, *, agent_label: str | None = None, channel: str | None = None,
                  guard: FabricationGuard | None = None, tool_retries: int = 1,
                  trip_on: Iterable[str] = (), tracing: GuardtraceTracingProcessor | None = None,
-                 record_exchanges: bool = True) -> None:
+                 record_exchanges: bool = True, verify: bool = False) -> None:
         if tracing is not None and not isinstance(tracing, GuardtraceTracingProcessor):
             raise TypeError(f"tracing must be a GuardtraceTracingProcessor (from "
                             f"install_tracing()), got {type(tracing).__name__}")
@@ -459,6 +469,7 @@ class AgentsGuard:
         self.tool_retries = check_retries(tool_retries)
         self.trip_on = check_tiers(trip_on, "trip_on")
         self.tracing = tracing
+        self.verify = check_flag(verify, "verify")
         self.hooks = GuardtraceRunHooks(self)
         self.output_guardrail: OutputGuardrail[Any] = OutputGuardrail(
             guardrail_function=self._check_output, name=GUARDRAIL_NAME)
@@ -500,6 +511,9 @@ class AgentsGuard:
                   **kwargs: Any) -> Any:
         """``Runner.run`` with the guards; ``final_output`` is the annotated reply.
 
+        With ``verify=True``, a question the criticality gate flags runs a clone of
+        ``agent`` that must call ``reason`` first (see the module docstring).
+
         Keyword arguments go to ``Runner.run`` (``context``, ``max_turns``, ``session``
         ...); hooks of your own must subclass :class:`GuardtraceRunHooks`, made with this
         guard, since the guard sees the run through them.
@@ -515,8 +529,21 @@ class AgentsGuard:
         if not (isinstance(hooks, GuardtraceRunHooks) and hooks.guard is self):
             raise TypeError("hooks must be a GuardtraceRunHooks (subclass) made with this "
                             "guard: without them the guard cannot see the run")
-        result = await Runner.run(agent, input, hooks=hooks,
-                                  run_config=self.run_config(run_config), **kwargs)
+        run_config = self.run_config(run_config)
+        verified = None
+        if self.verify:
+            agent, verified = verification.verified_agent(agent, input, run_config,
+                                                          default_gate())
+        with verification.verifying(verified):
+            try:
+                result = await Runner.run(agent, input, hooks=hooks, run_config=run_config,
+                                          **kwargs)
+            except BaseException:
+                if verified is not None:
+                    verified.broke()
+                raise
+        if verified is not None:
+            verified.settle(result.new_items)
         result.final_output = self.annotate(result)
         return result
 
@@ -586,6 +613,9 @@ class AgentsGuard:
         state = self._state(context)
         state.agent, state.system, state.input_items = agent, system, list(input_items)
         with self._on_mirrored_span():
+            verified = verification.current()
+            if verified is not None:
+                verified.start(state.request_id, self._label(agent))
             if state.misses:
                 # The previous response called tools that do not exist and got feedback:
                 # this call is the regeneration.

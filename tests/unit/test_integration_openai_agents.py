@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -36,6 +37,7 @@ from openai.types.responses import (
 )
 
 from guardtrace.collectors import VerificationLoop
+from guardtrace.collectors.questions.reason_tool import REASON_SYSTEM_PROMPT, REASON_TOOL_NAME
 from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations import openai_agents
 from guardtrace.integrations._messages import from_responses_items
@@ -70,6 +72,8 @@ class ScriptedModel(Model):
         self.turns = list(turns)
         self.inputs: list[Any] = []
         self.settings: list[ModelSettings] = []
+        self.systems: list[Any] = []
+        self.tools: list[list[str]] = []
 
     async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
                            tools: Any, output_schema: Any, handoffs: Any, tracing: Any, *,
@@ -77,6 +81,8 @@ class ScriptedModel(Model):
                            prompt: Any = None, **kwargs: Any) -> ModelResponse:
         self.inputs.append(input)
         self.settings.append(model_settings)
+        self.systems.append(system_instructions)
+        self.tools.append([tool.name for tool in tools])
         return ModelResponse(output=self.turns.pop(0), usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -305,6 +311,82 @@ def test_the_documented_verification_recipe_runs_as_written(cap: Capture) -> Non
         names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_COMPLETED]
 
 
+# --- forced verification with one argument (verify=True) -------------------------------------
+
+STRAWBERRY = "How many r's are in strawberry?"
+SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
+ANSWER = "There are three r's in strawberry."
+
+
+def reason_call(call_id: str = "r1") -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(id=f"fc_{call_id}", call_id=call_id, type="function_call",
+                                    name=REASON_TOOL_NAME,
+                                    arguments=json.dumps({"question": STRAWBERRY}))
+
+
+def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
+    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
+            for e in cap.events() if e.name.startswith("llm.verification")]
+
+
+def test_the_guard_forces_the_reason_tool_on_a_character_level_question(
+        cap: Capture) -> None:
+    # The model's calls: the forced reason call, the reason tool's own call (the
+    # verification prompt on the same model), then the answer.
+    model = ScriptedModel([reason_call()], [message(SPELLED)], [message(ANSWER)])
+    agent = travel_agent(model)
+    result = asyncio.run(AgentsGuard(verify=True).run(agent, STRAWBERRY))
+
+    assert result.final_output == ANSWER
+    assert [s.tool_choice for s in model.settings] == [REASON_TOOL_NAME, None, None]
+    assert model.tools[0] == ["get_weather", REASON_TOOL_NAME]
+    assert (model.systems[1], model.inputs[1], model.tools[1]) == (
+        REASON_SYSTEM_PROMPT, [{"role": "user", "content": f"Question: {STRAWBERRY}"}], [])
+    answered = from_responses_items(model.inputs[2])
+    assert answered[1]["tool_calls"][0]["function"]["name"] == REASON_TOOL_NAME
+    assert answered[2] == {"role": "tool", "tool_call_id": "r1", "content": SPELLED}
+    assert [t.name for t in agent.tools] == ["get_weather"]  # the caller's agent as it was
+    [judged] = [e for e in cap.events(names.EVENT_EVALUATION_RESULT)
+                if e.attributes[names.ATTR_EVALUATION_NAME] == FABRICATION]
+    rid = judged.attributes[names.ATTR_REQUEST_ID]
+    assert verification_events(cap) == [
+        (names.EVENT_VERIFICATION_REQUIRED, rid, "travel"),
+        (names.EVENT_VERIFICATION_COMPLETED, rid, "travel")]
+
+
+def test_an_ordinary_question_runs_the_agent_as_it_is(cap: Capture) -> None:
+    model = ScriptedModel([message("Which dates are you travelling on?")])
+    result = asyncio.run(AgentsGuard(verify=True).run(travel_agent(model),
+                                                      "Which flight is cheapest?"))
+
+    assert result.final_output == "Which dates are you travelling on?"
+    assert [s.tool_choice for s in model.settings] == [None]
+    assert model.tools == [["get_weather"]]
+    assert verification_events(cap) == []
+
+
+def test_a_failed_verification_is_told_to_the_model_and_reported_bypassed(
+        cap: Capture) -> None:
+    # The reason tool's model call gets no turn: the script has run out there.
+    class FailingOnce(ScriptedModel):
+        async def get_response(self, system_instructions: Any, *args: Any,
+                               **kwargs: Any) -> ModelResponse:
+            if system_instructions == REASON_SYSTEM_PROMPT:
+                raise RuntimeError("rate limited")
+            return await super().get_response(system_instructions, *args, **kwargs)
+
+    model = FailingOnce([reason_call()], [message(ANSWER)])
+    result = asyncio.run(AgentsGuard(verify=True).run(travel_agent(model), STRAWBERRY))
+
+    assert result.final_output == ANSWER
+    told = from_responses_items(model.inputs[1])[-1]
+    assert told["role"] == "tool" and told["content"].startswith("The verification could not")
+    assert [name for name, _, _ in verification_events(cap)] == [
+        names.EVENT_VERIFICATION_REQUIRED, names.EVENT_VERIFICATION_BYPASSED]
+    assert cap.events(names.EVENT_VERIFICATION_BYPASSED)[0].attributes[
+        names.ATTR_REASON] == "verification_failed"
+
+
 # --- one trace -------------------------------------------------------------------------------
 
 def test_the_sdks_spans_and_the_guard_events_share_one_trace(cap: Capture) -> None:
@@ -392,6 +474,7 @@ def test_a_negative_retry_budget_and_hooks_the_guard_cannot_see_are_refused(
     ({"guard": "strict"}, TypeError, "guard must be a guardtrace FabricationGuard"),
     ({"tracing": object()}, TypeError, "tracing must be a GuardtraceTracingProcessor"),
     ({"record_exchanges": "yes"}, TypeError, "record_exchanges must be True or False"),
+    ({"verify": None}, TypeError, "verify must be True or False, got None"),
 ])
 def test_wrong_settings_are_refused_naming_what_was_expected(
         settings: dict[str, Any], error: type[Exception], says: str) -> None:
