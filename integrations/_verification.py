@@ -46,12 +46,13 @@ from ..collectors.questions.criticality import (
 from ..collectors.questions.reason_tool import REASON_TOOL_NAME
 from ..collectors.questions.verification import VerificationLoop
 
-__all__ = ["DecidedGate", "Question", "Step", "Verification", "Verifier", "answering",
-           "find_question", "new_call_id", "request_options", "verify_async", "verify_sync"]
+__all__ = ["VERIFICATION_FAILED", "DecidedGate", "Question", "Step", "Verification",
+           "Verifier", "answering", "find_question", "new_call_id", "request_options",
+           "verify_async", "verify_sync"]
 
 # Questions whose verification is kept for the later calls of their turn. An agent loop
 # makes a few calls per turn, and concurrent conversations interleave: a few hundred
-# recent questions cover both at a few hundred kilobytes at most.
+# recent questions cover both, at a few kilobytes of reasoning each.
 _RECENT_QUESTIONS = 256
 #: The bypass reason (the loop's ``reason`` attribute) when the verification call failed
 #: or gave no text: the caller's call was made unverified.
