@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from ..questions.reason_tool import REASON_TOOL_NAME
 from .claims import Claim
 from .tool_kinds import BOTH, ToolKinds, name_words
 from .verbs import CONCESSION_VERBS, EXECUTE_VERBS, READ, WRITE, verb_kind
@@ -39,6 +40,9 @@ _WORD_RE = re.compile(r"[a-z]+")
 _REASONING_READS = frozenset({"review", "examine", "study"})
 _REASONING_TOOL_WORDS = frozenset({"think", "reason", "reflect", "calculate", "calc",
                                    "compute", "math", "scratchpad"})
+# What forced verification's ``reason`` tool does: "I checked: there are three r's" after
+# it ran is true, fresh or not.
+_VERIFYING_READS = frozenset({"check", "recheck", "verify", "count", "review", "examine"})
 _PER_RE = re.compile(r"\b(?:per|each|every)\s+[a-z]+")
 
 
@@ -106,6 +110,8 @@ class ClaimMatcher:
             return self._backs_run(words, calls, call_kinds)
         if claim.verb in CONCESSION_VERBS:
             return self._backs_concession(claim.verb, calls)
+        if claim.kind == READ and claim.verb in _VERIFYING_READS and REASON_TOOL_NAME in calls:
+            return True
         for name in dict.fromkeys(calls):
             kinds = (call_kinds[name] if call_kinds is not None and name in call_kinds
                      else self.kinds.of(name))

@@ -57,3 +57,20 @@ def test_a_concession_no_tool_granted_is_an_action_claim(reply: str) -> None:
 ])
 def test_refusals_offers_and_history_are_no_concession_claims(reply: str) -> None:
     assert _after_update(reply) == ()
+
+
+def test_a_check_claimed_after_the_reason_tool_ran_is_backed() -> None:
+    # Forced verification's own tool checks: "I checked" after it is true; after a
+    # scratchpad it is not.
+    def reply_after(tool: str) -> tuple[str, ...]:
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "How many r's are in strawberry?"},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "c0", "type": "function",
+                "function": {"name": tool, "arguments": '{"question": "r in strawberry"}'}}]},
+            {"role": "tool", "tool_call_id": "c0", "content": "s-t-r-a-w-b-e-r-r-y: 3"},
+            {"role": "assistant", "content": "I double-checked it letter by letter: there "
+                                             "are three r's."}]
+        return judge_conversation(messages, _tools("reason", "think"))[-1].tiers
+    assert reply_after("reason") == ()
+    assert reply_after("think") == (names.TIER_READ,)
