@@ -9,8 +9,9 @@ replace and the marker kind, or None to keep the candidate. Rules run in the ord
 The rules cover vendor families and generic shapes, never one corpus's strings: the
 vendor prefixes are the documented token formats (the families gitleaks and trufflehog
 document are the place to look when adding one: a new prefix is one line of
-``_PREFIXES``), and the rest are shapes (PEM blocks, JWTs, URL credentials, headers,
-``NAME = VALUE`` with a secret's name, random-looking tokens, e-mail addresses).
+``_PREFIXES``), and the rest are shapes (PEM blocks, JWTs, URL credentials and
+``user:password`` pairs, headers, session cookies, ``NAME = VALUE`` with a secret's name,
+random-looking tokens, e-mail addresses).
 
 Linear time: every pattern starts with a literal (and is gated by it), or is a
 possessive run (``{m,n}+``) that starts where the run starts; quantifiers after a
@@ -29,12 +30,15 @@ from typing import Any
 
 from .secret_shapes import (
     NOT_SECRET_NAME,
+    PASSWORD_SYMBOLS,
     REDACT_BARE_HEX,
+    host_after_at,
     left_ok,
     looks_random,
     looks_tokenish,
     name_is_secret,
     named_id_before,
+    password_like,
     value_is_secret,
     wordy,
 )
@@ -97,8 +101,21 @@ _PRIVATE_KEY = re.compile(
 _PUTTY = re.compile(r"PuTTY-User-Key-File-\d: [^\r\n]{0,200}+(?:[^P]|P(?!rivate-MAC))*+"
                     r"(?:Private-MAC: [0-9a-fA-F]{0,128}+)?")
 
-# -- scheme://user:PASSWORD@host: the password only ------------------------------------------
-_URL_CRED = re.compile(r"://[^\s:/@\"'<>\\]{0,128}+:(?P<secret>[^\s/@\"'<>\\]{1,256}+)@")
+# -- user:PASSWORD: in a URL (scheme://user:PASSWORD@host, the password only), or a pair on
+# its own as ``curl -u`` and Basic auth take it (developer:yqDVtkqPECriaLRi, the whole pair:
+# the user name is half of the credential). Both start at a colon; the user name of a pair
+# is found by a bounded look back (_PAIR_USER_REV). A pair's password run stops at what
+# passwords rarely hold and code, paths and URLs always do.
+_URL_CRED = re.compile(
+    r":(?://[^\s:/@\"'<>\\]{0,128}+:(?P<secret>[^\s/@\"'<>\\]{1,256}+)@"
+    r"|(?P<password>[^\s:/\\\"'`<>()\[\]{},;|]{8,128}+))")
+_PAIR_USER_REV = re.compile(r"[A-Za-z0-9._\-]{1,64}+")  # matched on the reversed text
+# What may stand before a pair's user name (a space, a quote, ``--user=``, an opening
+# bracket; not ``,`` ``{`` ``;``, after which ``key:value`` is code: {a:b,c:i?.d??!1}), and
+# where its password run may end (the run also stops at ``:`` ``/`` ``(`` ``[`` ``{``
+# ``<``, and then it is a path, a port list, a call or a tag, not a pair).
+_PAIR_BEFORE = frozenset(" \t\r\n\"'`([=>")
+_PAIR_AFTER = frozenset("\"'`\\,;)]}>|")
 
 # -- JWT/JWE and base64-JSON tokens (eyJ = '{"'), Grafana and Sentry org tokens among them --
 _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]{10,}+(?:\.[A-Za-z0-9_\-=]*+){0,4}+")
@@ -157,9 +174,13 @@ _STRONG_SK = re.compile(r"sk-(?:proj|svcacct|admin|ant|or-v1|lf)-")
 _TWILIO = re.compile(r"(?:SK|AC)[0-9a-fA-F]{32}")
 
 # -- documented shapes without a prefix: Mailchimp (hex32-usN), Telegram bot tokens,
-# Mailgun signing keys (hex32-hex8-hex8) -----------------------------------------------------
+# Mailgun signing keys (hex32-hex8-hex8); and short prefixes with a tail of hex only, which
+# the bare-token rule takes for a name and a digest (flash_<md5>), so they are matched whole
+# at their documented length: SonarQube (sq[pua]_), Firecrawl (fc-), Supabase (sbp_), E2B
+# (e2b_), LangSmith (lsv2_pt_, lsv2_sk_) -------------------------------------------------------
 _SHAPES = (r"[0-9a-f]{32}-us[0-9]{1,2}|[0-9]{5,16}:A[A-Za-z0-9_\-]{34}"
-           r"|[0-9a-z]{32}-[0-9a-z]{8}-[0-9a-z]{8}")
+           r"|[0-9a-z]{32}-[0-9a-z]{8}-[0-9a-z]{8}|sq[pua]_[0-9a-f]{40}|fc-[0-9a-f]{32}"
+           r"|sbp_[0-9a-f]{40}|e2b_[0-9a-f]{40}|lsv2_(?:pt|sk)_[0-9a-f]{32}_[0-9a-f]{10}")
 # For sre, only where a run starts (or right after a JSON escape): inside a long hex run
 # every position would otherwise try 32 characters (linear, but 0.3 s per MB).
 _SHAPES_SRE = r"(?:(?<![A-Za-z0-9_\-])|(?<=\\[nrtbf]))(?:" + _SHAPES + ")"
@@ -172,7 +193,17 @@ _AUTH_LOW = re.compile(
     r"(?P<secret>[^\s\"'\\,;]{6,2048}+)"
 )
 _SCHEME_LOW = re.compile(r"(?:bearer|basic)\s{1,4}+(?P<secret>[a-z0-9_\-.=~+/%]{8,2048}+)")
-_COOKIE_LOW = re.compile(r"(?:set-)?cookie\s{0,4}+:\s{0,4}+(?P<secret>[^\r\n\\]{1,4096}+)")
+# A Cookie (or Set-Cookie) header's value, or a session cookie's NAME=VALUE anywhere
+# (_gitlab_session=, laravel_session=, sessionid=, JSESSIONID=, PHPSESSID=, connect.sid=):
+# the pair is what a browser sends and all one needs to take over the session, so it is
+# replaced whole. ``session_id=`` is left out: logs and agent traces use it for ids. Each
+# alternative starts with a literal, so the engine skips to candidates by their first
+# character (8x faster than a pattern that opens with an optional group).
+_SESSION_VALUE = r"[a-z0-9%_\-.+/~=]{16,1024}+"
+_COOKIE_LOW = re.compile(
+    r"cookie\s{0,4}+:\s{0,4}+(?P<secret>[^\r\n\\]{1,4096}+)"
+    rf"|session(?:id)?=(?P<session>{_SESSION_VALUE})|sessid=(?P<sessid>{_SESSION_VALUE})"
+    rf"|\.sid=(?P<sid>{_SESSION_VALUE})")
 
 # -- NAME <op> VALUE where NAME holds a secret word as a segment, with any prefix -----------
 # (FOO_API_KEY=, client_secret:, "password": "...", apiKey:, X-Api-Key:, --token=,
@@ -205,6 +236,31 @@ _ID_BEFORE = re.compile(
     r"nonce|trace|span|request|correlation|message|object|file|image|build|run|job|version)"
     r"[\"']?\s{0,3}(?:[:=]|\s)\s{0,3}[\"']?$"
 )
+
+# -- a key whose alphabet has symbols (sk_ubb4yN3mzqGR2x8#P7r5&@*xC$utE) is cut by the token
+# rules at its first symbol; the rest, up to a space, quote or bracket, is the same key ---
+_SYMBOL_TAIL = re.compile(r"[^\s\"'`\\<>()\[\]{},;:/=]{1,256}+")
+
+
+def _through_symbols(text: str, end: int) -> int:
+    """Where a token redacted up to ``end`` really ends: past a run that starts with a
+    password symbol and holds another and a letter or digit. Not past a URL fragment
+    (``#L12``, ``#section-2``: one symbol), a query (``&a=1``), a path or an e-mail host
+    (the run stops at ``= / :``, or holds ``@host.tld``)."""
+    if end >= len(text) or text[end] not in PASSWORD_SYMBOLS:
+        return end
+    run = _SYMBOL_TAIL.match(text, end)
+    if run is None:
+        return end
+    stop = run.end()
+    tail = run.group(0)
+    if stop < len(text) and (text[stop] in "=/:" or _SYMBOL_TAIL.match(text, stop)):
+        return end  # a query string, a path, or a run too long to be one key
+    if (sum(c in PASSWORD_SYMBOLS for c in tail) < 2 or not any(c.isalnum() for c in tail)
+            or host_after_at(tail)):
+        return end
+    return stop
+
 
 # -- e-mail: found at the @, the local part by a bounded look back ------------------------
 _EMAIL_AT = re.compile(r"@(?P<host>(?:[A-Za-z0-9\-]{1,63}+\.){1,8}+[A-Za-z]{2,24}+)"
@@ -267,7 +323,7 @@ def _d_provider(m: Any, text: str) -> tuple[int, int, str] | None:
         tail = s[weak.end():]
         if len(tail) < 14 or not looks_tokenish(tail):
             return None
-    return m.start(), m.end(), "api_key"
+    return m.start(), _through_symbols(text, m.end()), "api_key"
 
 
 def _d_shape(m: Any, text: str) -> tuple[int, int, str] | None:
@@ -275,6 +331,59 @@ def _d_shape(m: Any, text: str) -> tuple[int, int, str] | None:
     if not left_ok(text, a) or (b < len(text) and (text[b].isalnum() or text[b] in "_-")):
         return None
     return a, b, "api_key"
+
+
+_d_url_password = _group("url_password")
+_d_cookie_header = _group("cookie")
+
+
+def _d_url_or_pair(m: Any, text: str) -> tuple[int, int, str] | None:
+    if m.group("secret") is not None:
+        return _d_url_password(m, text)
+    colon = m.start()
+    a, b = m.span("password")
+    if b < len(text) and not (text[b].isspace() or text[b] in _PAIR_AFTER):
+        return None  # the run stopped at a path, port, call or tag, or ran past 128
+    while b > a and text[b - 1] == ".":
+        b -= 1  # the full stop of a sentence
+    back = _PAIR_USER_REV.match(text[max(0, colon - 64):colon][::-1])
+    if back is None:
+        # No user: ":password" inside quotes (curl -u ":token"), the password only.
+        quote = text[colon - 1] if colon else ""
+        if (quote not in ("\"", "'") or not left_ok(text, colon - 1) or b >= len(text)
+                or text[b] != quote or not password_like(text[a:b])):
+            return None
+        return a, b, "url_password"
+    start = colon - len(back.group(0))
+    escaped = start >= 1 and text[start - 1] == "\\" and text[start] in "nrt"
+    if escaped:
+        start += 1  # the n of a JSON \n escape is not part of the user name
+    if start == colon or not text[start].isalpha():
+        return None
+    if start and not escaped and text[start - 1] not in _PAIR_BEFORE:
+        return None  # inside a word, a path (/name:tag), a chain (a:b:c) or an address
+    if not password_like(text[a:b]) or named_id_before(text, a):
+        return None  # named_id_before: sha256:..., commit:..., build_id:...
+    return start, b, "url_password"
+
+
+def _d_cookie(m: Any, text: str) -> tuple[int, int, str] | None:
+    if m.lastgroup == "secret":
+        return _d_cookie_header(m, text)
+    a, b = m.span(m.lastgroup)
+    if b < len(text) and (text[b] in "([{" or b - a == 1024):
+        return None  # code (session=make_session(...)), or a run too long for a cookie
+    value = text[a:b]
+    if "=" in value.rstrip("="):
+        return None  # more pairs in one run (a=b=c), not one cookie value
+    if not value_is_secret(value, "=") or not looks_tokenish(value) or wordy(value):
+        return None
+    keyword = m.start()
+    back = _PAIR_USER_REV.match(text[max(0, keyword - 40):keyword][::-1])
+    start = keyword - len(back.group(0)) if back else keyword
+    if start >= 1 and text[start - 1] == "\\" and text[start] in "nrt":
+        start += 1  # the n of a JSON \n escape is not part of the name
+    return start, b, "cookie"
 
 
 def _d_jwt(m: Any, text: str) -> tuple[int, int, str] | None:
@@ -317,8 +426,11 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
     if "[REDACTED" in text[max(0, start - 10):m.end() + 1]:
         return None
     n = len(tok)
-    if len(set(tok)) < 0.5 * min(n, 36) and not (REDACT_BARE_HEX and _HEXISH.fullmatch(tok)):
-        return None  # fast path: too little variety for a random token
+    if len(set(tok)) < 0.5 * min(n, 36) and not (
+            (REDACT_BARE_HEX or (tok != tok.lower() and tok != tok.upper()))
+            and _HEXISH.fullmatch(tok)):
+        return None  # fast path: too little variety for a random token (hex in both
+        # cases has only 22 letters to vary: looks_random judges it)
     if not _DIGIT.search(tok) and (n < 20 or tok.islower() or tok.isupper()):
         return None  # fast path: words, paths, constants
     core = tok.strip(".-_~:|")
@@ -332,10 +444,10 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
             if (_ID_BEFORE.search(left + "=") or NOT_SECRET_NAME.search(left)
                     or not looks_random(value)):
                 return None
-            return off + eq + 1, off + len(core), "high_entropy"
+            return off + eq + 1, _through_symbols(text, off + len(core)), "high_entropy"
     if not looks_random(core) or named_id_before(text, start):
         return None
-    return off, off + len(core), "high_entropy"
+    return off, _through_symbols(text, off + len(core)), "high_entropy"
 
 
 def _d_email(m: Any, text: str) -> tuple[int, int, str] | None:
@@ -371,14 +483,15 @@ def build_rules(use_re2: bool = RE2_AVAILABLE) -> dict[str, SecretRule]:
                                   multiline=True),
         "putty_key": SecretRule(_PUTTY, _whole("private_key"), ("PuTTY-User-Key-File",),
                                 multiline=True),
-        "url_password": SecretRule(_URL_CRED, _group("url_password"), ("://",)),
+        "url_password": SecretRule(_URL_CRED, _d_url_or_pair, (":",)),
         "jwt": SecretRule(_JWT, _d_jwt, ("eyJ",)),
         "api_key": SecretRule(provider, _d_provider),
         "api_key_shape": SecretRule(shapes, _d_shape),
         "auth_header": SecretRule(_AUTH_LOW, _group("auth_header"), ("authorization",),
                                   lowered=True),
         "bearer_token": SecretRule(_SCHEME_LOW, _d_scheme, ("bearer", "basic"), lowered=True),
-        "cookie": SecretRule(_COOKIE_LOW, _group("cookie"), ("cookie",), lowered=True),
+        "cookie": SecretRule(_COOKIE_LOW, _d_cookie, ("cookie", "session", "sessid", ".sid"),
+                             lowered=True),
         "secret_assignment": SecretRule(assign, _d_assign,
                                         (":", "=", " is ", " was ", " are ", " as "),
                                         lowered=True),

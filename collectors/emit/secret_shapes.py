@@ -3,8 +3,10 @@
 The shape tests the redaction rules (secret_rules.py) call once a pattern has found a
 candidate: a bare token is redacted only if it looks random and not like an id, a hash,
 a path or an identifier; a ``NAME = VALUE`` pair only if the name is a secret's name and
-the value is not code or a placeholder. Everything here runs on one candidate at a time
-(at most 1024 characters), so its cost is bounded per match.
+the value is not code or a placeholder; a ``user:password`` pair only if what follows the
+colon looks like a password (a symbol inside letters and digits, random case, a token).
+Everything here runs on one candidate at a time (at most 1024 characters), so its cost is
+bounded per match.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import math
 import re
 from collections import Counter
 
-__all__ = ["NOT_SECRET_NAME", "REDACT_BARE_HEX", "left_ok", "looks_random", "looks_tokenish",
-           "name_is_secret", "named_id_before", "value_is_secret", "wordy"]
+__all__ = ["NOT_SECRET_NAME", "PASSWORD_SYMBOLS", "REDACT_BARE_HEX", "host_after_at", "left_ok",
+           "looks_random", "looks_tokenish", "name_is_secret", "named_id_before",
+           "password_like", "value_is_secret", "wordy"]
 
 # Off: a bare hex string or UUID with no name before it is taken for a hash or an id
 # (git SHAs, sha256 sums and request ids fill agent traces; redacting them makes a
@@ -32,6 +35,7 @@ _SPLIT = re.compile(r"[_\-./:~=+|%<>#@!{}]+")
 _DIGITS = re.compile(r"[0-9]")
 _LOWERS = re.compile(r"[a-z]")
 _UPPERS = re.compile(r"[A-Z]")
+_CAMEL_STEP = re.compile(r"[A-Z](?=[a-z])")
 _PLACEHOLDER = re.compile(
     r"(?i)(?:x{4,}|\*{3,}|<[^>]*>|\$\{?[A-Za-z_]|%\(?[A-Za-z_]|\{\{|your[_-]?|change[_-]?me|"
     r"redacted|example|dummy|placeholder|none|null|true|false|undefined|str|int|bytes|optional)"
@@ -78,6 +82,8 @@ def looks_random(tok: str) -> bool:
     if n < 14 or n > 1024:
         return False
     core = tok.rstrip("=")
+    if _HEX.fullmatch(core) and _mixed_case_hex(core):
+        return True
     if _HEX.fullmatch(core) or _UUID.fullmatch(core):
         # hashes, SHAs, UUIDs, numbers: ids when bare (see REDACT_BARE_HEX)
         return REDACT_BARE_HEX and (_UUID.fullmatch(core) is not None
@@ -104,6 +110,22 @@ def looks_random(tok: str) -> bool:
     if len(set(tok)) < 0.55 * min(n, 36):
         return False
     return _transitions(tok) >= max(4, n // 6)
+
+
+def _mixed_case_hex(core: str) -> bool:
+    """Hex written in both cases, each several times and switching often: no hash or id
+    tool writes that (each writes one case), so it is a key drawn from hex letters of both
+    cases (Sourcegraph's legacy tokens). Its 22-letter alphabet is too small for the
+    variety test that other tokens pass, so this is judged on its own. Not camelCase words
+    of hex letters (DeadBeefCafe0123): there nearly every capital starts a lower-case run,
+    where in a random draw about a quarter do."""
+    if len(core) < 20:
+        return False
+    uppers = len(_UPPERS.findall(core))
+    lowers = len(_LOWERS.findall(core))
+    if uppers < 4 or lowers < 4 or len(_CAMEL_STEP.findall(core)) > 0.6 * uppers:
+        return False
+    return _transitions(core) >= max(4, len(core) // 6)
 
 
 def looks_tokenish(tail: str) -> bool:
@@ -199,6 +221,53 @@ def value_is_secret(value: str, op: str) -> bool:
     if _LETTERS.fullmatch(v) and "=" in op and " " in op:
         return False  # python: password = password_input
     return not (v.isdigit() and len(v) < 8)
+
+
+# -- passwords with no name before them ------------------------------------------------------
+# Symbols that passwords hold and identifiers, numbers and paths do not (``-_./+=%`` are
+# in ids, versions, URLs and base64 too).
+PASSWORD_SYMBOLS = frozenset("!#$&*?@^~")
+_PASSWORD_SYMBOL = re.compile("[" + re.escape("".join(sorted(PASSWORD_SYMBOLS))) + "]")
+_HOST_AFTER_AT = re.compile(r"@[A-Za-z0-9\-]+\.[A-Za-z]")
+_CASE_RUNS = re.compile(r"[a-z]+|[A-Z]+")
+_PASSWORD_MIN, _PASSWORD_MAX = 8, 128
+
+
+def host_after_at(value: str) -> bool:
+    """``value`` holds ``@`` and a dotted name after it: an e-mail address or a host."""
+    return "@" in value and _HOST_AFTER_AT.search(value) is not None
+
+
+def _random_case(value: str) -> bool:
+    """Letters whose case flips as a coin does: three or more upper-case runs, two of them
+    two letters or longer, and three or more lower-case runs averaging three letters at
+    most. camelCase has single capitals before long lower-case words, and acronyms
+    (``XMLHttpRequest``) come one or two to a name."""
+    runs = _CASE_RUNS.findall(value)
+    upper = [r for r in runs if r.isupper()]
+    lower = [r for r in runs if r.islower()]
+    return (len(upper) >= 3 and sum(len(r) >= 2 for r in upper) >= 2 and len(lower) >= 3
+            and sum(map(len, lower)) <= 3 * len(lower))
+
+
+def password_like(value: str) -> bool:
+    """The part after ``user:`` in a pair no name announces (``developer:yqDVtkqPECriaLRi``,
+    ``elastic:P@ssw0rd$1``) is a password: a symbol inside letters and digits, letters of
+    randomly mixed case, or a random-looking token. Times, ports, versions, paths, image
+    tags, ``module:attr`` and ``key:value`` have none of these."""
+    n = len(value)
+    if n < _PASSWORD_MIN or n > _PASSWORD_MAX or value[0] in PASSWORD_SYMBOLS:
+        return False  # $VAR, #fff, @decorator, *args, ~/path
+    if not value_is_secret(value, ":"):
+        return False  # placeholders: changeme, <password>, ${PASS}, xxxx
+    has_digit = _DIGITS.search(value) is not None
+    if (has_digit and _PASSWORD_SYMBOL.search(value, 1, n - 1) is not None
+            and sum(map(str.isalpha, value)) >= 2 and not host_after_at(value)
+            and not ("=" in value and "&" in value)):  # a query string: a=1&b=2
+        return True
+    # looks_random alone would take a long CamelCase name (module:_ParentBasedAlwaysOff in
+    # an entry point) for a token: a password of that kind holds a digit.
+    return (n >= 12 and _random_case(value)) or (has_digit and looks_random(value))
 
 
 # -- ids named just before a token ---------------------------------------------------------

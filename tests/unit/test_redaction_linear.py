@@ -67,6 +67,34 @@ def test_each_default_rule_is_linear_stdlib(rule: str) -> None:
     _assert_linear(_rule_runner(rule, False), rule)
 
 
+# Inputs aimed at paths the shared adversarial set reaches little or not at all: a decision
+# for every user:password pair, session cookie, symbol tail or mixed-case hex token, runs
+# cut at their length bound, and look backs at their bound.
+PATH_INPUTS = {
+    "url_password": ["ab:Pa55w0rd!x ", "a:bbbbbbbb:", "a:" + "b" * 130 + " ", '":d2LkV78zLx!t" ',
+                     "a" * 70 + ":Pa55w0rd!x "],
+    "cookie": ["_session=", "x_session=a1b2c3d4e5f6g7h8 ", "sessid=" + "a1" * 600 + " "],
+    "high_entropy": ["aB3dE5fG7hJ9kL1mN#", "aB3dE5fG7hJ9kL1mN#x!1 ", "6d2FabeB6ADd229Bc199 "],
+    "api_key_shape": ["e2b_" + "0a" * 20 + " ", "lsv2_pt_" + "0a" * 40],
+}
+
+
+def _repeat(unit: str, n: int) -> str:
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+@pytest.mark.parametrize(("rule", "unit"),
+                         [(rule, unit) for rule, units in PATH_INPUTS.items() for unit in units])
+def test_pair_cookie_symbol_and_hex_paths_are_linear(rule: str, unit: str) -> None:
+    run = _rule_runner(rule, False)
+    small, large = _repeat(unit, N), _repeat(unit, GROWTH * N)
+    ratio = _ratio(run, small, large, 3)
+    if ratio is not None and ratio >= RATIO_BOUND:
+        ratio = _ratio(run, small, large, 7)
+    assert ratio is None or ratio < RATIO_BOUND, (
+        f"{rule} on {unit[:20]!r}...: x{ratio:.2f} time for x{GROWTH} input")
+
+
 @pytest.mark.skipif(not RE2_AVAILABLE, reason="google-re2 not installed")
 @pytest.mark.parametrize("rule", ["api_key", "api_key_shape", "secret_assignment"])
 def test_rules_located_by_re2_are_linear(rule: str) -> None:

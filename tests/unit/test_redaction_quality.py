@@ -28,8 +28,8 @@ from guardtrace.collectors.emit.secret_rules import RE2_AVAILABLE, build_rules
 from tests.support.realdata import data_file
 
 REPO = Path(__file__).resolve().parents[2]
-# Measured 1.000 / 0.997 / 0.883 / 1.000 / 0.995 (prose, env, json, yaml, header).
-RECALL_FLOORS = {"prose": 0.98, "env": 0.98, "json": 0.86, "yaml": 0.98, "header": 0.97}
+# Measured 1.000 / 0.997 / 0.896 / 1.000 / 0.997 (prose, env, json, yaml, header).
+RECALL_FLOORS = {"prose": 0.98, "env": 0.98, "json": 0.88, "yaml": 0.98, "header": 0.97}
 # Measured 0.12% of about 10,000 lines.
 FALSE_REDACTION_CEILING = 0.005
 
@@ -78,7 +78,9 @@ def test_every_provider_prefixed_key_alone_on_a_line_of_a_reply_is_redacted() ->
              if not all(c in "0123456789abcdefABCDEF-" for c in r["secret"])]
     leaked = [r["type"] for r in plain
               if cases().leaked("json", r["type"], r["secret"], _ship(redactor))]
-    assert len(leaked) <= 0.04 * len(plain), sorted(set(leaked))
+    # Measured 10 of 576 (1.7%): placeholders and words (TestSourcePassword), short
+    # lower-case ids, hex:hex pairs and a sequence-like example (12345678ABCDEFH...).
+    assert len(leaked) <= 0.025 * len(plain), sorted(set(leaked))
 
 
 @functools.cache
