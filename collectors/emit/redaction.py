@@ -2,11 +2,13 @@
 
 On by default: prompts, replies and tool results routinely hold API keys pasted by users,
 bearer tokens from tool outputs and credentials in URLs. The rules (secret_rules.py) are
-credential families and shapes: vendor prefixes, private keys, JWTs, URL passwords,
-Authorization and Cookie headers, ``NAME = VALUE`` where the name is a secret's name
-(with any prefix: ``FOO_API_KEY=``, ``client_secret:``), random-looking tokens, and
-e-mail addresses. Hex strings and UUIDs with no name next to them are left alone: they
-cannot be told from SHAs and request ids (see ``secret_shapes.REDACT_BARE_HEX``).
+credential families and shapes: vendor prefixes, private keys, JWTs, URL passwords and
+``user:password`` pairs that start a token, Authorization and Cookie headers and session
+cookies (``JSESSIONID=``), ``NAME = VALUE`` where the name is a secret's name (with any
+prefix: ``FOO_API_KEY=``, ``client_secret:``), random-looking tokens (hex in random mixed
+case among them), and e-mail addresses. Hex strings and UUIDs with no name next to them
+are left alone: they cannot be told from SHAs and request ids (see
+``secret_shapes.REDACT_BARE_HEX``).
 
 Time is linear in the text for every default rule, and bounded per call:
 
