@@ -16,8 +16,8 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import (
@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ...schemas import names
 from ..emit.internal import count_internal, log_rate_limited
 from .kafka_producer import LazyProducer
+from .otlp_span_encoder import encode_trace_request
 from .otlp_split import (
     SplitResult,
     split_logs_request,
@@ -104,7 +105,7 @@ class KafkaSpanExporter(SpanExporter):
             by_trace[span.context.trace_id].append(span)
         ok = True
         for trace_id, group in by_trace.items():
-            split = split_trace_request(encode_spans(group), self._max_message_bytes)
+            split = _trace_messages(group, self._max_message_bytes)
             key = f"{trace_id:032x}".encode()
             ok = _send_all(self._producer, self._topic, key, split, "spans") and ok
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
@@ -115,6 +116,15 @@ class KafkaSpanExporter(SpanExporter):
     def shutdown(self) -> None:
         # The producer is shared and closed by the owner of the configuration.
         self._shutdown = True
+
+
+def _trace_messages(spans: list[ReadableSpan], max_bytes: int) -> SplitResult:
+    """One trace's spans as messages of at most ``max_bytes``: usually the one request;
+    a bigger trace is parsed back and split by span (rare, and exact either way)."""
+    request = encode_trace_request(spans)
+    if len(request) <= max_bytes:
+        return SplitResult([request], [len(spans)], 0)
+    return split_trace_request(ExportTraceServiceRequest.FromString(request), max_bytes)
 
 
 class KafkaMetricExporter(MetricExporter):
