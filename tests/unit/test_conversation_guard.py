@@ -11,7 +11,6 @@ shapes.
 from __future__ import annotations
 
 import json
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,6 +28,7 @@ from guardtrace.collectors.replies.grounding import result_amounts
 from guardtrace.collectors.replies.tool_kinds import ToolKinds, command_kind, kind_from_text
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
+from tests.support.timing import cpu_seconds
 
 ACTION, READ, REPETITION = names.TIER_ACTION, names.TIER_READ, names.TIER_REPETITION
 TEXT_CALL, UNGROUNDED = names.TIER_TEXT_TOOL_CALL, names.TIER_UNGROUNDED_RESULT
@@ -647,9 +647,7 @@ _ADVERSARIAL = [
 
 def _judge_seconds(text: str) -> float:
     messages = [user(text), said(text)]
-    started = time.perf_counter()
-    judge_conversation(messages, AIRLINE)
-    return time.perf_counter() - started
+    return cpu_seconds(lambda: judge_conversation(messages, AIRLINE))
 
 
 @pytest.mark.parametrize("unit", _ADVERSARIAL, ids=range(len(_ADVERSARIAL)))
@@ -693,9 +691,7 @@ def test_a_long_conversation_costs_time_linear_in_its_length() -> None:
 
 
 def _timed(call: Any) -> float:
-    started = time.perf_counter()
-    call()
-    return time.perf_counter() - started
+    return cpu_seconds(call)
 
 
 def test_the_result_of_a_call_that_never_ran_is_no_write_outcome() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from guardtrace.collectors.plans.validation import (
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
 from tests.support.telemetry import ExplodingTelemetry
+from tests.support.timing import cpu_seconds
 
 # Seed 003: the capability text the planner was shown.
 WEATHER_ONLY_TEXT = """Available Agents and Capabilities:
@@ -419,18 +419,19 @@ def test_guard_input_error_is_a_value_error():
 
 # --- speed -------------------------------------------------------------------------------
 
-def test_fifty_steps_against_a_hundred_tools_is_fast():
-    # A sanity bound with wide headroom (measured ~0.4 ms); benchmarks own the target.
-    allowed = [{"type": "function", "function": {"name": f"tool_{i}",
-                                                 "description": f"does thing {i}"}}
-               for i in range(100)]
-    plan = [step(f"s{i}", f"tool_{2 * i}", *([f"s{i - 1}"] if i else [])) for i in range(50)]
-    validate_plan(plan, allowed)
-    runs = 50
-    start = time.perf_counter()
-    for _ in range(runs):
-        assert validate_plan(plan, allowed).valid
-    assert (time.perf_counter() - start) / runs < 0.005
+def test_fifty_steps_against_a_hundred_tools_is_valid_and_linear():
+    # Its speed is benchmarks/hook_overhead.py's figure; here only how it grows: 4x the
+    # steps and tools, well under the 16x of pairwise work.
+    def plan_of(steps: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        allowed = [{"type": "function", "function": {"name": f"tool_{i}",
+                                                     "description": f"does thing {i}"}}
+                   for i in range(2 * steps)]
+        return ([step(f"s{i}", f"tool_{2 * i}", *([f"s{i - 1}"] if i else []))
+                 for i in range(steps)], allowed)
+    small, large = plan_of(50), plan_of(200)
+    assert validate_plan(*small).valid and validate_plan(*large).valid
+    ratio = _timed(lambda: validate_plan(*large)) / _timed(lambda: validate_plan(*small))
+    assert ratio < 12, ratio
 
 
 # --- offline scanner ---------------------------------------------------------------------
@@ -849,12 +850,7 @@ def test_failing_telemetry_never_changes_the_result():
 # --- linear in the input --------------------------------------------------------------------
 
 def _timed(call: Any) -> float:
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return cpu_seconds(call, repeats=5)
 
 
 @pytest.mark.parametrize("make", [

@@ -11,7 +11,6 @@ timed again, more times, before it fails.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -20,6 +19,7 @@ from guardtrace.collectors.emit import redaction
 from guardtrace.collectors.emit.redaction import Redactor
 from guardtrace.collectors.emit.secret_rules import RE2_AVAILABLE, build_rules
 from guardtrace.collectors.replies.claims import mask_quoted
+from tests.support.timing import cpu_seconds
 from tests.unit.test_redaction_quality import cases
 
 N = 64 * 1024
@@ -29,12 +29,7 @@ MEASURABLE_S = 0.001
 
 
 def _best(fn: Callable[[str], object], text: str, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(text)
-        best = min(best, time.perf_counter() - start)
-    return best
+    return cpu_seconds(lambda: fn(text), repeats)
 
 
 def _ratio(fn: Callable[[str], object], small: str, large: str, repeats: int) -> float | None:

@@ -10,7 +10,6 @@ The ``mcp`` package itself is not a test dependency.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +24,7 @@ from guardtrace.collectors.tool_catalog import (
     read_tool_specs,
     tool_list_in,
 )
+from tests.support.timing import cpu_seconds
 
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}},
                   "required": ["city"]}
@@ -352,9 +352,7 @@ def test_reading_is_linear_in_the_list():
         tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "d" * 50,
                                                    "parameters": WEATHER_SCHEMA}}
                  for i in range(n)]
-        start = time.perf_counter()
-        read_tool_specs(tools)
-        return time.perf_counter() - start
+        return cpu_seconds(lambda: read_tool_specs(tools))
 
     timed(1000)
     small = min(timed(2_000) for _ in range(3))
