@@ -32,6 +32,7 @@ slice at most, and linear in the text.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +57,10 @@ _OVERFLOW = "overflow"
 # texts (payload bodies) are never remembered.
 _MEMO_MAX_CHARS = 256
 _MEMO_ENTRIES = 4096
+# Attributes found clean are remembered as (key, value) pairs, so an attribute seen
+# before costs one lookup: the value alone is not enough, a value under a secret's key
+# is redacted whole. Sequences of at most this many short strings are remembered too.
+_MEMO_MAX_ITEMS = 16
 
 
 def __getattr__(name: str) -> Any:
@@ -87,19 +92,41 @@ def _user_rule(kind: str, pattern: str) -> SecretRule:
     return SecretRule(compiled, decide)
 
 
+@functools.cache
+def _secret_shapes() -> Any:
+    """secret_shapes, imported on first use (as the rules are), then at the cost of a call:
+    an import statement in :func:`_keyed_secret` cost a microsecond per attribute."""
+    from . import secret_shapes
+
+    return secret_shapes
+
+
 def _keyed_secret(key: str, value: str) -> bool:
     """``{key: value}`` is a secret's name and a secret: one token (no whitespace), not a
     placeholder, not code, not a bare identifier (``{"key": "user_name"}``)."""
-    from .secret_shapes import name_is_secret, value_is_secret
-
+    shapes = _secret_shapes()
     # The key first: it is remembered (names repeat), and most keys name no secret, so
     # a long value is not stripped and measured for nothing.
-    if not name_is_secret(key):
+    if not shapes.name_is_secret(key):
         return False
     value = value.strip()
     if not value or len(value) > 4096 or value.startswith("[REDACTED"):
         return False
-    return value.split(maxsplit=1)[0] == value and value_is_secret(value, " = ")
+    return value.split(maxsplit=1)[0] == value and shapes.value_is_secret(value, " = ")
+
+
+def _rememberable(kind: type, value: Any) -> bool:
+    """A clean attribute value small enough to remember: a short string, or a short
+    tuple of short strings (and other scalars: only strings are redacted)."""
+    if kind is str:
+        return len(value) <= _MEMO_MAX_CHARS
+    if kind is not tuple or len(value) > _MEMO_MAX_ITEMS:
+        return False
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return all(type(item) is not str or len(item) <= _MEMO_MAX_CHARS for item in value)
 
 
 def _lower(text: str) -> str:
@@ -152,10 +179,13 @@ class Redactor:
     _compiled: tuple[tuple[str, SecretRule], ...] | None = field(
         default=None, init=False, repr=False, compare=False)
     _memo: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
+    _clean_attributes: dict[tuple[Any, Any], bool] = field(init=False, repr=False,
+                                                           compare=False)
     _marks: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_clean_attributes", {})
         object.__setattr__(self, "_marks", {})
         if self.rules is not None or self.extra_rules:
             self._rule_set()  # a deployment's own rules: a bad one fails here, not in a hook
@@ -299,7 +329,17 @@ class Redactor:
         if not self.enabled or not attributes:
             return None
         out: dict[str, Any] | None = None
+        clean = self._clean_attributes
         for key, value in attributes.items():
+            kind = type(value)
+            if kind is str or kind is tuple:
+                # Equal tuples hold equal strings where they hold strings, and only the
+                # strings are redacted, so a pair equal to a clean one is clean.
+                try:
+                    if (key, value) in clean:
+                        continue
+                except TypeError:  # a tuple holding a dict: not hashable, not remembered
+                    pass
             if isinstance(value, str):
                 new, found = self.redact_counted(value)
                 if not found and _keyed_secret(key, value):
@@ -312,6 +352,10 @@ class Redactor:
                 if out is None:
                     out = dict(attributes)
                 out[key] = new
+            elif _rememberable(kind, value):
+                if len(clean) >= _MEMO_ENTRIES:
+                    clean.clear()
+                clean[(key, value)] = True
         return out
 
     def with_own_memo(self) -> Redactor:

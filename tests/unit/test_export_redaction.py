@@ -254,6 +254,34 @@ def test_span_attribute_values_are_redacted_as_bodies_are(
         assert dict(memory.get_finished_spans()[0].attributes) == expected
 
 
+def test_a_value_remembered_clean_under_one_key_is_still_a_secret_under_another() -> None:
+    # Attributes found clean are remembered as (key, value) pairs: the same value under
+    # a secret's name is a secret assignment, and a tuple remembered clean does not
+    # answer for an equal-looking one holding a secret.
+    redactor = Redactor()
+    token = "hunter2hunter2"
+    for _ in range(3):
+        assert redactor.redact_attributes({"note": token, "tools": ("read_file", "x")}) is None
+    assert redactor.redact_attributes({"db.password": token}) == {
+        "db.password": "[REDACTED:secret_assignment]"}
+    assert redactor.redact_attributes({"tools": ("read_file", KEY)}) == {
+        "tools": ["read_file", OPENAI_MARKER]}
+    # A value equal in Python but of another type is judged on its own.
+    assert redactor.redact_attributes({"n": (1, 2)}) is None
+    assert redactor.redact_attributes({"n": (True, f"key {KEY}")}) == {
+        "n": [True, f"key {OPENAI_MARKER}"]}
+
+
+def test_remembered_clean_attributes_stay_bounded() -> None:
+    redactor = Redactor()
+    for n in range(3 * 4096):
+        assert redactor.redact_attributes({"request_id": f"req-{n}"}) is None
+    assert 0 < len(redactor._clean_attributes) <= 4096
+    long_value = "word " * 200  # longer than a remembered value
+    assert redactor.redact_attributes({"text": long_value}) is None
+    assert ("text", long_value) not in redactor._clean_attributes
+
+
 def test_a_span_whose_redaction_fails_is_dropped_and_counted() -> None:
     class Broken(Redactor):
         def redact_counted(self, text: str) -> tuple[str, int]:
