@@ -19,6 +19,7 @@ from opentelemetry import metrics, trace
 from ... import __version__
 from ...schemas import names
 from . import state as _state
+from .guard_counters import ObservedCounter
 
 __all__ = ["count_hook_error", "count_internal", "instruments", "internal_totals",
            "log_rate_limited"]
@@ -47,6 +48,7 @@ class _Instruments:
         self._tracer: Any = None
         self._meter: Any = None
         self._counters: dict[str, Any] = {}
+        self._guard_counters: dict[str, ObservedCounter] = {}
 
     def _refresh(self) -> None:
         """Rebuild tracer, meter and counters if the telemetry state was swapped."""
@@ -59,6 +61,7 @@ class _Instruments:
                     self._tracer = tp.get_tracer(names.INSTRUMENTATION_NAME, __version__)
                     self._meter = mp.get_meter(names.INSTRUMENTATION_NAME, __version__)
                     self._counters = {}
+                    self._guard_counters = {}
                     self._generation = state.generation
 
     def tracer(self) -> Any:
@@ -72,6 +75,24 @@ class _Instruments:
             counter = self._meter.create_counter(name)
             self._counters[name] = counter
         return counter
+
+    def guard_counter(self, name: str) -> ObservedCounter:
+        """A guard's counter: totals kept in-process, observed by the SDK when it collects
+        (guard_counters.py says why). guardtrace's own counters (drops, hook errors) are
+        rare and stay synchronous: :meth:`counter`."""
+        self._refresh()
+        counter = self._guard_counters.get(name)
+        if counter is None:
+            with self._lock:  # one observable instrument per name, whoever asks first
+                counter = self._guard_counters.get(name)
+                if counter is None:
+                    counter = ObservedCounter(self._meter, name, _counter_warning)
+                    self._guard_counters[name] = counter
+        return counter
+
+
+def _counter_warning(message: str) -> None:
+    log_rate_limited("guard-counter", "guardtrace: %s", message)
 
 
 # One set per process: the guards' counters and guardtrace's own share the meter.

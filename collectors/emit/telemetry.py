@@ -229,7 +229,7 @@ class GuardTelemetry:
                         1, {names.ATTR_METRIC: metric, names.ATTR_MODULE: self.module})
             if labels:
                 attrs.update(labels)
-            instruments.counter(metric).add(value, attrs)
+            instruments.guard_counter(metric).add(value, attrs)
         except Exception as exc:  # noqa: BLE001
             count_hook_error(f"{self.operation}.count", exc)
 
