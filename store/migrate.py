@@ -17,6 +17,7 @@ from typing import Any
 
 from . import tables
 from .connection import StoreConfig
+from .pandas_free_insert import pandas_free_insert
 
 __all__ = ["Migration", "applied_versions", "load_migrations", "migrate", "missing_versions",
            "record_applied", "statements"]
@@ -84,10 +85,13 @@ def _recorded_versions(client: Any, database: str) -> set[int]:
 def record_applied(client: Any, database: str, migration: Migration,
                    settings: dict[str, Any] | None = None) -> None:
     """Record ``migration`` as applied (after its statements succeeded)."""
-    client.insert(f"{database}.{tables.SCHEMA_MIGRATIONS}",
-                  [[migration.version, migration.name, migration.checksum]],
-                  column_names=list(tables.Columns.SCHEMA_MIGRATIONS),
-                  **({"settings": settings} if settings else {}))
+    # A consumer started with --migrate inserts here first: importing pandas here would
+    # cost it as much as importing it in the writer (see pandas_free_insert).
+    with pandas_free_insert():
+        client.insert(f"{database}.{tables.SCHEMA_MIGRATIONS}",
+                      [[migration.version, migration.name, migration.checksum]],
+                      column_names=list(tables.Columns.SCHEMA_MIGRATIONS),
+                      **({"settings": settings} if settings else {}))
 
 
 def applied_versions(client: Any, database: str) -> set[int]:
