@@ -346,10 +346,14 @@ def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, A
     return ConsumerProcess(args).finish(timeout_s)
 
 
-def consumer_args(mode: str, store: Path, bootstrap: str, topics: TopicSet, *,
+def consumer_args(mode: str, store: Path | str, bootstrap: str, topics: TopicSet, *,
                   batch_rows: int, batch_seconds: float = 1.0, idle_s: float = 3.0,
                   extra: Sequence[str] = ()) -> list[str]:
-    return ["--mode", mode, "--store", str(store), "--bootstrap", bootstrap,
+    """``_consume.py``'s arguments; ``store`` is an embedded store's directory or a
+    server's ``http://`` URL."""
+    where = (["--clickhouse-url", store] if isinstance(store, str) and "://" in store
+             else ["--store", str(store)])
+    return ["--mode", mode, *where, "--bootstrap", bootstrap,
             "--group", f"bench-{mode}-{uuid.uuid4().hex[:8]}",
             "--spans-topic", topics.spans, "--metrics-topic", topics.metrics,
             "--payloads-topic", topics.payloads, "--logs-topic", topics.logs,

@@ -3,11 +3,15 @@
 Two modes over the same topics:
 
 * ``guardtrace``: the real consumer (:class:`TelemetryConsumer` + :class:`ClickHouseWriter`)
-  into a freshly migrated chDB store, then verification queries (distinct event ids,
+  into a freshly migrated store, then verification queries (distinct event ids,
   payload ids and bytes).
 * ``bare``: the baseline a consumer is compared with: kafka-python consumes the same
   topics and inserts each record's raw value into a ``(value String)`` table with
   clickhouse-connect, in batches of the same size, committing after each insert.
+
+The store is the embedded engine in this process (``--store DIR``: ``chdb://DIR``) or a
+server reached over HTTP (``--clickhouse-url``), which leaves only clickhouse-connect's
+HTTP client in this process.
 
 Run by ``pipeline_throughput.py`` and ``payload_throughput.py``; prints one JSON line.
 Peak RSS is measured by the parent from /proc; this process reports ``ru_maxrss`` too.
@@ -42,10 +46,14 @@ class TimedWriter:
         return written
 
 
+def _store_url(args: argparse.Namespace) -> str:
+    return str(args.clickhouse_url or f"chdb://{args.store}")
+
+
 def _bare_store(args: argparse.Namespace) -> tuple[Any, Any]:
     from guardtrace.store.connection import StoreConfig, open_client
 
-    config = StoreConfig.resolve(url=f"chdb://{args.store}", database=args.database)
+    config = StoreConfig.resolve(url=_store_url(args), database=args.database)
     return open_client(config), config
 
 
@@ -72,7 +80,7 @@ def run_guardtrace(args: argparse.Namespace) -> dict[str, Any]:
 
     # Opened as `guardtrace consume --migrate` opens it (the topics exist already).
     config = PipelineConfig.resolve(
-        clickhouse_url=f"chdb://{args.store}", database=args.database,
+        clickhouse_url=_store_url(args), database=args.database,
         bootstrap=args.bootstrap, group_id=args.group, spans_topic=args.spans_topic,
         metrics_topic=args.metrics_topic, payloads_topic=args.payloads_topic,
         logs_topic=args.logs_topic, dead_letter_topic=args.dead_letter_topic, batch_max_rows=args.batch_rows,
@@ -206,7 +214,9 @@ def run_bare(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("guardtrace", "bare"), required=True)
-    parser.add_argument("--store", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", type=Path, help="an embedded store: chdb://STORE")
+    where.add_argument("--clickhouse-url", help="a server: http://host:port")
     parser.add_argument("--database", default="guardtrace_bench")
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)
