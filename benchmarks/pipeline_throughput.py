@@ -9,7 +9,8 @@
    ``event`` + ``count``, as the guards call them), inside one span per agent request,
    exported by the SDK's BatchSpanProcessor (default batch size) and the Kafka exporters
    to a real Tansu broker. The span queue is bounded and drops when full (by design);
-   the emitter flushes every ``--flush-every`` requests so it never does, and any drop
+   the emitter flushes the spans every ``--flush-every`` requests so it never does (the
+   metrics go out once, at the end, as within an export interval), and any drop
    the SDK or the exporters report fails the zero-lost check. The agent's cost is the
    process's CPU over the phase (every thread: the agent's, the export worker's, the
    Kafka client's) per guard event.
@@ -142,12 +143,15 @@ def _thread_cpu() -> dict[str, float]:
 
 
 def _drive(tracer: Any, record: Callable[[Shape, str, str], None], flush: Callable[[], bool],
-           events: int, per_span: int, flush_every: int, agents: int) -> dict[str, Any]:
+           finish: Callable[[], bool], events: int, per_span: int, flush_every: int,
+           agents: int) -> dict[str, Any]:
     """The agent's loop, the same for guardtrace and the baseline: ``per_span`` guard
-    events inside each request span, a flush every ``flush_every`` requests (the span
-    queue would otherwise drop). Returns counts, wall seconds and the process's CPU
-    seconds over the phase (every thread: the agent's, the export worker's, the Kafka
-    client's), with the CPU of each thread that lived to the end."""
+    events inside each request span, the spans flushed every ``flush_every`` requests
+    (the span queue would otherwise drop) and everything at the end (``finish``: with
+    guardtrace, the metrics and the Kafka producer too; an agent's metrics go out at
+    their export interval, not at each span flush). Returns counts, wall seconds and the
+    process's CPU seconds over the phase (every thread: the agent's, the export
+    worker's, the Kafka client's), with the CPU of each thread that lived to the end."""
     run = uuid.uuid4().hex[:8]
     spans = emitted = 0
     flush_s = 0.0
@@ -169,7 +173,7 @@ def _drive(tracer: Any, record: Callable[[Shape, str, str], None], flush: Callab
             flush_s += time.perf_counter() - flush_started
             if spans % (flush_every * 50) == 0:
                 log(f"emitted {emitted:,} events")
-    flushed = flush()
+    flushed = finish()
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     threads = {name: seconds - threads_before.get(name, 0.0)
@@ -197,8 +201,9 @@ def emit(bootstrap: str, topics: Any, events: int, per_span: int, flush_every: i
 
     dropped_before = _emit_drops(internal_totals)
     with SdkDropCounter().installed() as sdk_drops, _profiled(profile):
-        result = _drive(tracer, record, lambda: telemetry.force_flush(60), events, per_span,
-                        flush_every, agents)
+        result = _drive(tracer, record, lambda: telemetry.tracer_provider.force_flush(60_000),
+                        lambda: telemetry.force_flush(60), events, per_span, flush_every,
+                        agents)
     collectors.shutdown(30)
     dropped = {key: total - dropped_before.get(key, 0)
                for key, total in _emit_drops(internal_totals).items()}
@@ -233,8 +238,9 @@ def emit_otlp_http(events: int, per_span: int, flush_every: int,
                 **shape.attributes, names.ATTR_AGENT: agent})
 
         with SdkDropCounter().installed() as sdk_drops:
-            result = _drive(tracer, record, lambda: provider.force_flush(60_000), events,
-                            per_span, flush_every, agents)
+            result = _drive(tracer, record, lambda: provider.force_flush(60_000),
+                            lambda: provider.force_flush(60_000), events, per_span,
+                            flush_every, agents)
         provider.shutdown()
         counts = received()
     return {**result, "sdk_dropped": sdk_drops.dropped,
