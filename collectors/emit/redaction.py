@@ -179,13 +179,15 @@ class Redactor:
     _compiled: tuple[tuple[str, SecretRule], ...] | None = field(
         default=None, init=False, repr=False, compare=False)
     _memo: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
-    _clean_attributes: dict[tuple[Any, Any], bool] = field(init=False, repr=False,
-                                                           compare=False)
+    # key -> values found clean under it (nested, so a lookup allocates no tuple)
+    _clean_attributes: dict[Any, set[Any]] = field(init=False, repr=False, compare=False)
+    _clean_count: list[int] = field(init=False, repr=False, compare=False)
     _marks: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_memo", {})
         object.__setattr__(self, "_clean_attributes", {})
+        object.__setattr__(self, "_clean_count", [0])
         object.__setattr__(self, "_marks", {})
         if self.rules is not None or self.extra_rules:
             self._rule_set()  # a deployment's own rules: a bad one fails here, not in a hook
@@ -335,8 +337,9 @@ class Redactor:
             if kind is str or kind is tuple:
                 # Equal tuples hold equal strings where they hold strings, and only the
                 # strings are redacted, so a pair equal to a clean one is clean.
+                values = clean.get(key)
                 try:
-                    if (key, value) in clean:
+                    if values is not None and value in values:
                         continue
                 except TypeError:  # a tuple holding a dict: not hashable, not remembered
                     pass
@@ -353,10 +356,16 @@ class Redactor:
                     out = dict(attributes)
                 out[key] = new
             elif _rememberable(kind, value):
-                if len(clean) >= _MEMO_ENTRIES:
-                    clean.clear()
-                clean[(key, value)] = True
+                self._remember_clean(key, value)
         return out
+
+    def _remember_clean(self, key: Any, value: Any) -> None:
+        count = self._clean_count
+        if count[0] >= _MEMO_ENTRIES:
+            self._clean_attributes.clear()
+            count[0] = 0
+        self._clean_attributes.setdefault(key, set()).add(value)
+        count[0] += 1
 
     def with_own_memo(self) -> Redactor:
         """The same rules and switch, with a memo of short texts of its own.

@@ -153,7 +153,10 @@ class _Writer:
     """The encoder's memory: encoded (key, value) pairs, resources and scopes."""
 
     def __init__(self) -> None:
-        self.pairs: dict[tuple[Any, Any], bytes] = {}
+        # key -> value -> encoded KeyValue (two lookups allocate nothing, a tuple key
+        # would: one more object for the collector per attribute)
+        self.pairs: dict[Any, dict[Any, bytes]] = {}
+        self.pairs_remembered = 0
         self.names: dict[str, bytes] = {}
         self.resources: dict[int, tuple[Any, bytes]] = {}
         self.scopes: dict[int, tuple[Any, bytes]] = {}
@@ -167,8 +170,9 @@ class _Writer:
             # Strings, ints and tuples of strings are remembered. No two of these kinds
             # compare equal (True and 1.0 are not among them), so a hit is the same value.
             if kind is str or kind is int or kind is tuple:
+                values = pairs.get(key)
                 try:
-                    encoded = pairs.get((key, value))
+                    encoded = values.get(value) if values is not None else None
                 except TypeError:  # a tuple holding a dict: not hashable, not remembered
                     parts.append(_field(tag, _key_value(key, value)))
                     continue
@@ -177,13 +181,18 @@ class _Writer:
                     encoded = _varint(len(body)) + body
                     if len(encoded) <= _MEMO_MAX_BYTES and (
                             kind is not tuple or all(type(v) is str for v in value)):
-                        if len(pairs) >= _MEMO_ENTRIES:
-                            pairs.clear()
-                        pairs[(key, value)] = encoded
+                        self._remember(key, value, encoded)
                 parts.append(tag)
                 parts.append(encoded)
             else:
                 parts.append(_field(tag, _key_value(key, value)))
+
+    def _remember(self, key: Any, value: Any, encoded: bytes) -> None:
+        if self.pairs_remembered >= _MEMO_ENTRIES:
+            self.pairs.clear()
+            self.pairs_remembered = 0
+        self.pairs.setdefault(key, {})[value] = encoded
+        self.pairs_remembered += 1
 
     def name(self, tag: bytes, name: Any) -> bytes:
         """``tag`` and ``name``, or nothing for an empty name (a proto3 default)."""
