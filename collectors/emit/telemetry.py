@@ -67,6 +67,15 @@ def _semconv_keys() -> tuple[str, str]:
     return GEN_AI_RESPONSE_ID, ERROR_TYPE
 
 
+@functools.cache
+def _event_adder() -> Callable[[Any, str, dict[str, Any]], None]:
+    """sdk_events.add_event, imported on the first event a span records: it imports the
+    OTel SDK, which an agent that never configures telemetry does not load."""
+    from .sdk_events import add_event
+
+    return add_event
+
+
 def new_request_id() -> str:
     """A request id for callers that have none: the current trace id, else a random one."""
     context = trace.get_current_span().get_span_context()
@@ -136,7 +145,7 @@ class GuardTelemetry:
     def _add_event(self, name: str, request_id: str, attrs: dict[str, AttributeValue]) -> None:
         span = trace.get_current_span()
         if span.is_recording():
-            span.add_event(name, attrs)
+            _event_adder()(span, name, attrs)
             return
         # A span of its own, never made current: nothing runs inside it, and with no
         # provider set (telemetry off) it records nothing, so it costs no more.
@@ -144,7 +153,7 @@ class GuardTelemetry:
             f"guardtrace.{self.operation}",
             attributes={names.ATTR_REQUEST_ID: request_id, names.ATTR_MODULE: self.module})
         if own.is_recording():
-            own.add_event(name, attrs)
+            _event_adder()(own, name, attrs)
             own.end()
 
     def verdict_span(self, request_id: str) -> VerdictSpan:
