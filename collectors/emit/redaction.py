@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...schemas.names import REDACTION_MARKER_FORMAT
+from .attribute_items import attribute_items
 
 if TYPE_CHECKING:
     from .secret_rules import DEFAULT_RULES, SecretRule
@@ -332,7 +333,7 @@ class Redactor:
             return None
         out: dict[str, Any] | None = None
         clean = self._clean_attributes
-        for key, value in attributes.items():
+        for key, value in attribute_items(attributes):
             kind = type(value)
             if kind is str or kind is tuple:
                 # Equal tuples hold equal strings where they hold strings, and only the

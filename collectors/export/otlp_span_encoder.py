@@ -24,8 +24,9 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
+
+from ..emit.attribute_items import attribute_items
 
 __all__ = ["encode_trace_request"]
 
@@ -142,11 +143,7 @@ def _key_value(key: Any, value: Any) -> bytes:
 
 
 def _items(attributes: Any) -> Iterable[tuple[Any, Any]]:
-    if not attributes:
-        return ()
-    if type(attributes) is BoundedAttributes:
-        return attributes.copy().items()  # a plain dict: iterating it costs no lock
-    return attributes.items()
+    return attribute_items(attributes) if attributes else ()
 
 
 class _Writer:
