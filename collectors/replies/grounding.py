@@ -36,7 +36,10 @@ __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungr
 # engine skip to the next sign in C (10x faster on a reply full of digits), and the
 # suffix form, which must try every digit, runs only when its word occurs at all.
 _AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_SIGNED_MONEY_RE = re.compile(rf"(?:[$€£]|USD ?)\s?({_AMOUNT})")
+# The signed form starts with a single set, "U" standing in for "USD" (checked just after
+# it): the engine finds a set in C, but tries a branch such as "(?:[$€£]|USD ?)" at
+# every position, several times slower.
+_SIGNED_MONEY_RE = re.compile(rf"[$€£U](?:(?<=U)SD ?|(?<!U))\s?({_AMOUNT})")
 _SUFFIXED_MONEY_RE = re.compile(rf"({_AMOUNT})\s?(?:dollars|USD|usd)\b")
 _MONEY_SUFFIXES = ("dollars", "USD", "usd")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
@@ -131,28 +134,24 @@ def _key(value: float) -> int:
 # snake-case prefix and a long number ("credit_card_4421486"). Lower-case words with
 # digits are mostly names of things ("base64", "utf8", "python3"), not results.
 _CODE_RE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]+|[a-z]+(?:_[a-z]+)*_\d{4,}")
-# Words that may be codes (most words of a reply are not): runs of capitals and digits,
-# whose word boundaries are checked after the match (a pattern that starts with a
-# character set lets the engine skip ahead in C), and snake case ending in digits, looked
-# for only when the reply has an underscore before digits.
-_CAPS_CODE_RE = re.compile(r"[A-Z0-9]{5,40}")
+# Words that may be codes (most words of a reply are not): whole words of 5-40 capitals
+# and digits, and snake case ending in digits, looked for only when the reply has an
+# underscore before digits. The first pattern starts with a single character set, so
+# the engine skips in C to the next capital or digit (a pattern that starts with a
+# repeat or a lookbehind is tried at every position); the lookbehind after the first
+# character then checks the character before it is no word character.
+_CAPS_CODE_RE = re.compile(r"[A-Z0-9](?<!\w[A-Z0-9])[A-Z0-9]{4,39}(?!\w)")
 _SNAKE_CODE_RE = re.compile(r"\b[a-z][a-z_]{0,30}_\d{4,}\b")
 _SNAKE_HINT_RE = re.compile(r"_\d{4}")
 
 
 def _code_candidates(text: str) -> list[str]:
     """Words of ``text`` shaped like codes, in order."""
-    found: list[tuple[int, str]] = []
-    end_of_text = len(text)
-    for m in _CAPS_CODE_RE.finditer(text):
-        start, end = m.span()
-        if (start and _is_word_char(text[start - 1])) or (
-                end < end_of_text and _is_word_char(text[end])):
-            continue  # part of a longer word
-        found.append((start, m.group()))
-    if _SNAKE_HINT_RE.search(text):
-        found += [(m.start(), m.group()) for m in _SNAKE_CODE_RE.finditer(text)]
-        found.sort()
+    if not _SNAKE_HINT_RE.search(text):
+        return _CAPS_CODE_RE.findall(text)
+    found = [(m.start(), m.group()) for m in _CAPS_CODE_RE.finditer(text)]
+    found += [(m.start(), m.group()) for m in _SNAKE_CODE_RE.finditer(text)]
+    found.sort()
     return [word for _, word in found]
 # Units and versions in capitals are not ids either: "5GB", "4G", "2FA", "V2".
 _UNIT_RE = re.compile(r"\d+(?:GB|MB|KB|TB|G|FA|K|M|X|AM|PM|ST|ND|RD|TH)|V\d+|[A-Z]\d")
@@ -244,9 +243,7 @@ class Grounds:
     def has_time(self, clock: str) -> bool:
         """Whether the clock time ``"HH:MM"`` occurred in the sources."""
         for text in self._texts[self._read_times:]:
-            if ":" in text:
-                self._times.update(_clock(m) for m in _TIME_RE.finditer(text))
-            self._times.update(_clock(m) for m in _HOUR_RE.finditer(text))
+            self._times.update(_SOURCES.times(text))
         self._read_times = len(self._texts)
         return clock in self._times
 
@@ -317,6 +314,13 @@ def _keys_in(text: str) -> frozenset[int]:
     return frozenset(_key(v) for d in _SOURCES.numbers(text) if (v := _number(d)) is not None)
 
 
+def _times_in(text: str) -> frozenset[str]:
+    # Clock times ("14:05", "2:05 pm") and bare hours ("11am"), as "HH:MM".
+    times = {_clock(m) for m in _clock_times(text)}
+    times.update(_clock(m) for m in _HOUR_RE.finditer(text))
+    return frozenset(times)
+
+
 def _operands_in(text: str) -> tuple[float, ...]:
     # The latest numbers of a source, as floats: the operands of derivations.
     return tuple(v for d in _SOURCES.numbers(text)[-_MAX_OPERANDS:]
@@ -377,10 +381,35 @@ class _SourceReadings:
         result: tuple[float, ...] = self._read(text, "operands", _operands_in)
         return result
 
+    def times(self, text: str) -> frozenset[str]:
+        """The clock times of a source, as ``"HH:MM"``."""
+        result: frozenset[str] = self._read(text, "times", _times_in)
+        return result
+
 
 # Characters of sources whose readings are kept: a few long conversations' worth.
 _SOURCE_CACHE_CHARS = 4 * 1024 * 1024
 _SOURCES = _SourceReadings(_SOURCE_CACHE_CHARS)
+
+
+def _clock_times(text: str) -> list[re.Match[str]]:
+    """``list(_TIME_RE.finditer(text))``, trying the pattern only where a time can start:
+    one or two characters before a colon (found by str.find in C), not at every
+    character. Tried in order and each from the end of the last match, as finditer does;
+    the pattern sees the characters before where it is tried, for its lookbehind."""
+    out: list[re.Match[str]] = []
+    end = 0
+    colon = text.find(":")
+    while colon >= 0:
+        for start in (colon - 2, colon - 1):  # the hour is one or two characters
+            if start >= end:
+                found = _TIME_RE.match(text, start)
+                if found is not None:
+                    out.append(found)
+                    end = found.end()
+                    break
+        colon = text.find(":", max(colon + 1, end))
+    return out
 
 
 def _clock(m: re.Match[str]) -> str:
@@ -421,15 +450,20 @@ def find_ungrounded(reply: str, grounds: Grounds,
             continue
         if estimates:
             at = max(reply.find(written, at), at)
-            if _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(value):
-                continue
+        if grounds.has_number(value):
+            continue  # seen as it is (most values): no estimate or derivation to try
+        if estimates and _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(
+                value):
+            continue
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
         if not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(written, UngroundedValue("money", written))
     money_digits: set[str] | None = None  # "$12345678" is money, not an id
-    for word in _code_candidates(reply):
+    # Each word once (a reply names its reservation again and again): whether a word is
+    # grounded does not depend on where it stands.
+    for word in dict.fromkeys(_code_candidates(reply)):
         if word.lower() in skip or not _is_code(word):
             continue
         if word.isdigit():
@@ -441,7 +475,7 @@ def find_ungrounded(reply: str, grounds: Grounds,
         if not grounds.has_word(word.lower()):
             out.setdefault(word, UngroundedValue("code", word))
     if ":" in reply:
-        for m in _TIME_RE.finditer(reply):
+        for m in _clock_times(reply):
             if not grounds.has_time(_clock(m)):
                 out.setdefault(m.group().strip(), UngroundedValue("time", m.group().strip()))
     return list(out.values())
