@@ -22,7 +22,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,15 +32,20 @@ __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungr
            "result_amounts"]
 
 # Money: a currency sign or code before the amount, or "dollars"/"USD" after it. Two
-# patterns, not one alternation: a pattern that starts with a character set lets the
-# engine skip to the next sign in C (10x faster on a reply full of digits), and the
-# suffix form, which must try every digit, runs only when its word occurs at all.
+# patterns, not one alternation: a pattern that starts with a literal or a character set
+# lets the engine skip to the next sign in C (10x faster on a reply full of digits), and
+# the suffix form, which must try every digit, runs only when its word occurs at all.
+# Each pattern's groups are the amount as written and its digits.
 _AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
 # The signed form starts with a single set, "U" standing in for "USD" (checked just after
-# it): the engine finds a set in C, but tries a branch such as "(?:[$€£]|USD ?)" at
-# every position, several times slower.
-_SIGNED_MONEY_RE = re.compile(rf"[$€£U](?:(?<=U)SD ?|(?<!U))\s?({_AMOUNT})")
-_SUFFIXED_MONEY_RE = re.compile(rf"({_AMOUNT})\s?(?:dollars|USD|usd)\b")
+# it, with no word character before it: "XUSD 5" is no amount): the engine finds a set
+# in C, but tries a branch such as "(?:[$€£]|USD ?)" at every position, several times
+# slower. Most texts have dollars only; their pattern starts with a literal, which the
+# engine finds faster still.
+_SIGNED_MONEY_RE = re.compile(rf"([$€£U](?:(?<=U)(?<!\wU)SD ?|(?<!U))\s?({_AMOUNT}))")
+_DOLLAR_MONEY_RE = re.compile(rf"(\$\s?({_AMOUNT}))")
+_OTHER_SIGNS = ("€", "£", "USD")
+_SUFFIXED_MONEY_RE = re.compile(rf"(({_AMOUNT})\s?(?:dollars|USD|usd)\b)")
 _MONEY_SUFFIXES = ("dollars", "USD", "usd")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 # Digits of a number in a source, after thousands separators are dropped ("1,936").
@@ -68,10 +73,6 @@ _NEARBY = 12
 _MAX_SUBSET_SUMS = 1024
 
 
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
 def _money(text: str, limit: int) -> list[tuple[str, str]]:
     """The first ``limit`` money amounts of ``text``, in order: ``(as written, digits)``.
 
@@ -79,8 +80,9 @@ def _money(text: str, limit: int) -> list[tuple[str, str]]:
     step the form whose next match starts first is taken, and both look on from its end.
     """
     if not any(suffix in text for suffix in _MONEY_SUFFIXES):  # the usual case: one form
-        return [(m.group().strip(), m.group(1)) for m in itertools.islice(
-            (m for m in _SIGNED_MONEY_RE.finditer(text) if not _inside_word(text, m)), limit)]
+        pattern = (_SIGNED_MONEY_RE if any(sign in text for sign in _OTHER_SIGNS)
+                   else _DOLLAR_MONEY_RE)
+        return [(m[1], m[2]) for m in itertools.islice(pattern.finditer(text), limit)]
     out: list[tuple[str, str]] = []
     signed: re.Match[str] | None = None
     suffix: re.Match[str] | None = None
@@ -88,7 +90,7 @@ def _money(text: str, limit: int) -> list[tuple[str, str]]:
     pos = 0
     while len(out) < limit:
         if not signed_done and (signed is None or signed.start() < pos):
-            signed = _next_signed(text, pos)
+            signed = _SIGNED_MONEY_RE.search(text, pos)
             signed_done = signed is None
         if not suffix_done and (suffix is None or suffix.start() < pos):
             suffix = _SUFFIXED_MONEY_RE.search(text, pos)
@@ -97,23 +99,9 @@ def _money(text: str, limit: int) -> list[tuple[str, str]]:
         if not live:
             break
         taken = min(live, key=lambda m: m.start())
-        out.append((taken.group().strip(), taken.group(1)))
+        out.append((taken[1], taken[2]))
         pos = taken.end()
     return out
-
-
-def _next_signed(text: str, pos: int) -> re.Match[str] | None:
-    while (m := _SIGNED_MONEY_RE.search(text, pos)) is not None:
-        if not _inside_word(text, m):
-            return m
-        pos = m.start() + 1
-    return None
-
-
-def _inside_word(text: str, m: re.Match[str]) -> bool:
-    # "XUSD 5": no currency code inside a word.
-    start = m.start()
-    return text.startswith("USD", start) and start > 0 and _is_word_char(text[start - 1])
 
 
 def _number(text: str) -> float | None:
@@ -200,7 +188,9 @@ class Grounds:
 
     def __init__(self) -> None:
         self._texts: list[str] = []
-        # How many of `_texts` each index has read: words, numbers and times are read
+        # The readings of `_texts`, looked up when a reply first asks about a value.
+        self._sources: list[_Source] = []
+        # How many of the sources each index has read: words, numbers and times are read
         # only when a reply first asks for that kind of value.
         self._read_words = self._read_numbers = self._read_times = 0
         self._words: set[str] = set()
@@ -219,18 +209,25 @@ class Grounds:
         if text:
             self._texts.append(text)
 
+    def _new_sources(self, read: int) -> list[_Source]:
+        """The sources after the first ``read``, each looked up once per conversation."""
+        if len(self._sources) < len(self._texts):
+            self._sources += [_SOURCES.get(text) for text in self._texts[len(self._sources):]]
+        return self._sources[read:]
+
     def has_word(self, word: str) -> bool:
         """Whether ``word`` (lower-case) occurred as a word in the sources."""
-        for text in self._texts[self._read_words:]:
-            self._words.update(_SOURCES.words(text))
-        self._read_words = len(self._texts)
+        if self._read_words < len(self._texts):
+            for source in self._new_sources(self._read_words):
+                self._words.update(source.words())
+            self._read_words = len(self._texts)
         return word in self._words
 
     def _read_new_numbers(self) -> None:
-        for text in self._texts[self._read_numbers:]:
-            self._keys.update(_SOURCES.keys(text))
+        for source in self._new_sources(self._read_numbers):
+            self._keys.update(source.keys())
             # The latest numbers, as floats (read once per source): operands of sums.
-            self._recent = [*self._recent, *_SOURCES.operands(text)][-_MAX_OPERANDS:]
+            self._recent = [*self._recent, *source.operands()][-_MAX_OPERANDS:]
         self._read_numbers = len(self._texts)
 
     def add_result(self, text: str) -> None:
@@ -242,9 +239,10 @@ class Grounds:
 
     def has_time(self, clock: str) -> bool:
         """Whether the clock time ``"HH:MM"`` occurred in the sources."""
-        for text in self._texts[self._read_times:]:
-            self._times.update(_SOURCES.times(text))
-        self._read_times = len(self._texts)
+        if self._read_times < len(self._texts):
+            for source in self._new_sources(self._read_times):
+                self._times.update(source.times())
+            self._read_times = len(self._texts)
         return clock in self._times
 
     def has_number(self, value: float) -> bool:
@@ -298,37 +296,64 @@ class Grounds:
         return target in self._totals or target in _subset_sums(before)
 
 
-def _words_in(text: str) -> frozenset[str]:
-    return frozenset(_WORD_RE.findall(text.lower()))
+class _Source:
+    """What one source says (its words, numbers and times), each read when a reply first
+    asks for it, then kept. Two threads may both read one: the readings are pure, so
+    either result is the same."""
 
+    __slots__ = ("text", "_words", "_numbers", "_keys", "_operands", "_times")
 
-def _numbers_in(text: str) -> tuple[str, ...]:
-    # Numbers are kept as their digits (set building in C); a refund of -114 in a ledger
-    # is "$114" in a reply, and "1,936" is 1936.
-    return tuple(_DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text))
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._words: frozenset[str] | None = None
+        self._numbers: tuple[str, ...] | None = None
+        self._keys: frozenset[int] | None = None
+        self._operands: tuple[float, ...] | None = None
+        self._times: frozenset[str] | None = None
 
+    def words(self) -> frozenset[str]:
+        """The lower-cased words."""
+        if self._words is None:
+            self._words = frozenset(_WORD_RE.findall(self.text.lower()))
+        return self._words
 
-def _keys_in(text: str) -> frozenset[int]:
-    # Each number once, in cents: a lookup is one rounding and one set probe, not a
-    # string per spelling ("1936", "1936.0", "1936.00").
-    return frozenset(_key(v) for d in _SOURCES.numbers(text) if (v := _number(d)) is not None)
+    def numbers(self) -> tuple[str, ...]:
+        """The numbers, as digits, in order."""
+        if self._numbers is None:
+            # Numbers are kept as their digits (set building in C); a refund of -114 in
+            # a ledger is "$114" in a reply, and "1,936" is 1936.
+            text = self.text
+            self._numbers = tuple(_DIGITS_RE.findall(
+                _THOUSANDS_RE.sub("", text) if "," in text else text))
+        return self._numbers
 
+    def keys(self) -> frozenset[int]:
+        """The numbers in cents."""
+        if self._keys is None:
+            # Each number once, in cents: a lookup is one rounding and one set probe, not
+            # a string per spelling ("1936", "1936.0", "1936.00").
+            self._keys = frozenset(_key(v) for d in self.numbers()
+                                   if (v := _number(d)) is not None)
+        return self._keys
 
-def _times_in(text: str) -> frozenset[str]:
-    # Clock times ("14:05", "2:05 pm") and bare hours ("11am"), as "HH:MM".
-    times = {_clock(m) for m in _clock_times(text)}
-    times.update(_clock(m) for m in _HOUR_RE.finditer(text))
-    return frozenset(times)
+    def operands(self) -> tuple[float, ...]:
+        """The last numbers as floats: the operands of sums and differences."""
+        if self._operands is None:
+            self._operands = tuple(v for d in self.numbers()[-_MAX_OPERANDS:]
+                                   if (v := _number(d)) is not None)
+        return self._operands
 
-
-def _operands_in(text: str) -> tuple[float, ...]:
-    # The latest numbers of a source, as floats: the operands of derivations.
-    return tuple(v for d in _SOURCES.numbers(text)[-_MAX_OPERANDS:]
-                 if (v := _number(d)) is not None)
+    def times(self) -> frozenset[str]:
+        """Clock times ("14:05", "2:05 pm") and bare hours ("11am"), as "HH:MM"."""
+        if self._times is None:
+            times = {_clock(m) for m in _clock_times(self.text)}
+            times.update(_clock(m) for m in _HOUR_RE.finditer(self.text))
+            self._times = frozenset(times)
+        return self._times
 
 
 class _SourceReadings:
-    """What each source says (its words, its numbers), read once and kept.
+    """What each source says, read once and kept.
 
     An agent checks its conversation after every reply, and all but the newest messages
     are the same strings as last time. Kept by characters, least recently used first out,
@@ -339,52 +364,22 @@ class _SourceReadings:
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self._chars = 0
-        self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._entries: OrderedDict[str, _Source] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _read(self, text: str, kind: str, reader: Callable[[str], Any]) -> Any:
+    def get(self, text: str) -> _Source:
+        """The readings of ``text``: kept ones, or new ones (read on first use)."""
         with self._lock:
-            entry = self._entries.get(text)
-            if entry is not None:
+            source = self._entries.get(text)
+            if source is not None:
                 self._entries.move_to_end(text)
-                if kind in entry:
-                    return entry[kind]
-        value = reader(text)  # outside the lock: other threads read other sources
-        with self._lock:
-            entry = self._entries.get(text)
-            if entry is None:
-                entry = self._entries[text] = {}
-                self._chars += len(text)
-                while self._chars > self._budget and len(self._entries) > 1:
-                    evicted, _ = self._entries.popitem(last=False)
-                    self._chars -= len(evicted)
-            entry[kind] = value
-        return value
-
-    def words(self, text: str) -> frozenset[str]:
-        """The lower-cased words of a source."""
-        result: frozenset[str] = self._read(text, "words", _words_in)
-        return result
-
-    def numbers(self, text: str) -> tuple[str, ...]:
-        """The numbers of a source, as digits, in order."""
-        result: tuple[str, ...] = self._read(text, "numbers", _numbers_in)
-        return result
-
-    def keys(self, text: str) -> frozenset[int]:
-        """The numbers of a source in cents."""
-        result: frozenset[int] = self._read(text, "keys", _keys_in)
-        return result
-
-    def operands(self, text: str) -> tuple[float, ...]:
-        """The last numbers of a source as floats, for sums and differences."""
-        result: tuple[float, ...] = self._read(text, "operands", _operands_in)
-        return result
-
-    def times(self, text: str) -> frozenset[str]:
-        """The clock times of a source, as ``"HH:MM"``."""
-        result: frozenset[str] = self._read(text, "times", _times_in)
-        return result
+                return source
+            source = self._entries[text] = _Source(text)
+            self._chars += len(text)
+            while self._chars > self._budget and len(self._entries) > 1:
+                evicted, _ = self._entries.popitem(last=False)
+                self._chars -= len(evicted)
+            return source
 
 
 # Characters of sources whose readings are kept: a few long conversations' worth.
