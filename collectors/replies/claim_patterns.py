@@ -119,6 +119,10 @@ _WORK_OBJECT = (r"(?:it|this|that|the\s+(?:fix|patch|changes?|refactor|deploy(?:
 _I_AM = r"\b(?:i|we)(?:['’]m|\s+am|\s+are|['’]re)"
 # The start of a sentence, for patterns run over a whole reply (see `sentences`).
 _SENT = r"(?:^|(?<=[.!?\n])|(?<=[.!?] ))"
+# The marks before a sentence's first word ("- **", "1. ", "✅ "), taken whole: what
+# follows starts with a letter, so giving marks back could never let it match, and each
+# one given back would try the verb alternation again (most of the cost at a list line).
+_MARKS = r"\W{0,8}+"
 # Where a pattern's matches can start, when no literal marks it: at a sentence start (the
 # positions `_SENT` allows) or a line start (`^`). The matcher then tries only there.
 SENTENCE_STARTS = "<sentence starts>"
@@ -127,10 +131,10 @@ _WORK_PATTERNS = (
     # (pattern, time, words one of which every match contains)
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|already))?\s+(?P<v>working)\s+(?:on|through)"
      rf"\s+{_WORK_OBJECT}", NOW, ("working",)),
-    (rf"(?:{_SENT}\W{{0,8}}|(?<=[,.!;] ))(?:(?:still|now)\s+)?(?P<v>working)\s+(?:on|through)\s+"
+    (rf"(?:{_SENT}{_MARKS}|(?<=[,.!;] ))(?:(?:still|now)\s+)?(?P<v>working)\s+(?:on|through)\s+"
      rf"{_WORK_OBJECT}", NOW, ("working",)),
     (rf"{_I_AM}\s+(?P<v>on)\s+it\b", NOW, ("on it",)),
-    (rf"{_SENT}\W{{0,8}}(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?"
+    (rf"{_SENT}{_MARKS}(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?"
      rf"(?P<v>beginning|starting|kicking\s+off|"
      rf"commencing)\s+(?:on\s+)?(?:the|a|my|work\s+on\s+the)\s+(?:[\w\-]+\s+)?{_WORK_NOUN}",
      NOW, ("beginning", "starting", "kicking", "commencing")),
@@ -236,7 +240,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
         # "Upon reviewing the details again, ...", "after checking your account, ...".
         rf"\b(?:upon|after)(?:\s+(?:further|closer|careful|another))?\s+(?P<v>{g})\b",
         # "Successfully cancelled your reservation."
-        rf"{_SENT}\W{{0,8}}successfully\s+(?P<v>{p})\b",
+        rf"{_SENT}{_MARKS}successfully\s+(?P<v>{p})\b",
     ]
     now = [
         # "I'm updating", "we are now processing".
@@ -249,7 +253,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
         # "please hold while I check", "one moment while I look that up".
         rf"\bwhile\s+(?:i|we){_ADV}\s+(?P<v>{b}|{g})\b",
         # "Updating your reservation now."
-        rf"{_SENT}\W{{0,8}}(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
+        rf"{_SENT}{_MARKS}(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
     ]
     proceed = [
         # "I'll proceed with the cancellation", "I'm processing the refund now".
