@@ -206,11 +206,11 @@ class ConversationDetector:
         user_said: list[str] = []  # what the user said since the latest reply
         # Per turn, read once however long the conversation: the names of the calls of
         # the turn and of all turns before it, and the money the turn's writes returned.
-        turn = _TurnState()
+        turns = _Turns(conv, catalog.kinds)
         verdicts: list[ReplyVerdict] = []
         for position, message in enumerate(conv.messages):
-            if conv.turn_bounds(position)[0] != turn.start:
-                turn = turn.next(conv, position, catalog.kinds)
+            if conv.turn_bounds(position)[0] != turns.start:
+                turns.begin(position)
             if message.role in ("system", "user", "tool"):
                 if message.role == "tool":
                     # Only a new result is progress: the same error again, or the
@@ -223,7 +223,7 @@ class ConversationDetector:
                     call = conv.call_answered(position)
                     if (call is not None and conv.ran(call)
                             and WRITE in (catalog.kinds.of(call.name) or ())):
-                        turn.write_amounts = (turn.write_amounts + result_amounts(
+                        turns.write_amounts = (turns.write_amounts + result_amounts(
                             message.text[:_MAX_SOURCE_CHARS]))[-_MAX_WRITE_AMOUNTS:]
                 else:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
@@ -234,7 +234,7 @@ class ConversationDetector:
                 continue
             if wanted is None or message.index in wanted:
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
-                                            run, turn, " ".join(user_said)))
+                                            run, turns.state(), " ".join(user_said)))
             if message.calls:
                 since_result.clear()
             else:
@@ -316,37 +316,71 @@ class ConversationDetector:
                 for tier, phrases in unbacked.items()]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _TurnState:
-    """What the replies of one turn are judged against, built once per turn."""
+    """What a reply is judged against: the calls of its turn and of the turns before."""
 
-    start: int = -1
     calls: tuple[str, ...] = ()
     earlier_calls: tuple[str, ...] = ()
     # What the calls of each tool did, read from their arguments (an editor that only
     # viewed reads); None: may have done anything.
-    call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
-    earlier_call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
-    write_amounts: list[float] = field(default_factory=list)
-    earlier_write_amounts: list[float] = field(default_factory=list)
+    call_kinds: Mapping[str, frozenset[str] | None] = field(default_factory=dict)
+    earlier_call_kinds: Mapping[str, frozenset[str] | None] = field(default_factory=dict)
+    write_amounts: Sequence[float] = ()
+    earlier_write_amounts: Sequence[float] = ()
 
-    def next(self, conv: Conversation, position: int, kinds: ToolKinds) -> _TurnState:
-        """The state of the turn that starts at ``position``."""
-        start, end = conv.turn_bounds(position)
-        calls = conv.agent_calls(start, end)
-        call_kinds: dict[str, frozenset[str] | None] = {}
-        for _, call in calls:
-            _add_kinds(call_kinds, call.name, kinds.of_call(call.name, call.arguments))
-        earlier_call_kinds = dict(self.earlier_call_kinds)
-        for name, found in self.call_kinds.items():
-            _add_kinds(earlier_call_kinds, name, found)
-        return _TurnState(
-            start=start,
-            calls=tuple(dict.fromkeys(c.name for _, c in calls)),
-            earlier_calls=tuple(dict.fromkeys((*self.earlier_calls, *self.calls))),
-            call_kinds=call_kinds, earlier_call_kinds=earlier_call_kinds,
-            earlier_write_amounts=(self.earlier_write_amounts
-                                   + self.write_amounts)[-_MAX_WRITE_AMOUNTS:])
+
+class _Turns:
+    """The turns of a conversation, as `ConversationDetector.judge` walks it.
+
+    The walk tells it where a turn begins (:meth:`begin`) and what the writes of the turn
+    returned (``write_amounts``). The calls are read only for a turn with a reply to judge
+    (an agent judges its last reply only), each call once however many turns are
+    judged: the calls before a judged turn are read on from where the last one stopped.
+    """
+
+    def __init__(self, conv: Conversation, kinds: ToolKinds) -> None:
+        self._conv = conv
+        self._kinds = kinds
+        self.start = -1
+        self._end = 0
+        # The money the writes of this turn returned, and of the turns before it.
+        self.write_amounts: list[float] = []
+        self._earlier_write_amounts: list[float] = []
+        # The calls before position `_read_to`: names in the order first called, and what
+        # the calls of each did.
+        self._read_to = 0
+        self._earlier_names: dict[str, None] = {}
+        self._earlier_kinds: dict[str, frozenset[str] | None] = {}
+        # This turn's calls and the calls before it, once read.
+        self._calls: tuple[tuple[str, ...], dict[str, frozenset[str] | None],
+                           tuple[str, ...], dict[str, frozenset[str] | None]] | None = None
+
+    def begin(self, position: int) -> None:
+        """Move to the turn that holds ``position``: this turn's writes become earlier."""
+        self._earlier_write_amounts = (self._earlier_write_amounts
+                                       + self.write_amounts)[-_MAX_WRITE_AMOUNTS:]
+        self.write_amounts = []
+        self.start, self._end = self._conv.turn_bounds(position)
+        self._calls = None
+
+    def state(self) -> _TurnState:
+        """What a reply of this turn is judged against, as things stand."""
+        if self._calls is None:
+            for _, call in self._conv.agent_calls(self._read_to, self.start):
+                self._earlier_names[call.name] = None
+                _add_kinds(self._earlier_kinds, call.name,
+                           self._kinds.of_call(call.name, call.arguments))
+            self._read_to = max(self._read_to, self.start)
+            turn_calls = self._conv.agent_calls(self.start, self._end)
+            call_kinds: dict[str, frozenset[str] | None] = {}
+            for _, call in turn_calls:
+                _add_kinds(call_kinds, call.name, self._kinds.of_call(call.name, call.arguments))
+            self._calls = (tuple(dict.fromkeys(c.name for _, c in turn_calls)), call_kinds,
+                           tuple(self._earlier_names), dict(self._earlier_kinds))
+        calls, call_kinds, earlier_calls, earlier_call_kinds = self._calls
+        return _TurnState(calls, earlier_calls, call_kinds, earlier_call_kinds,
+                          self.write_amounts, self._earlier_write_amounts)
 
 
 def _add_kinds(into: dict[str, frozenset[str] | None], name: str,
