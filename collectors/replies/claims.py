@@ -26,10 +26,12 @@ import re
 from dataclasses import dataclass
 
 from .claim_patterns import (
+    CLAUSE_STARTS,
     DONE,
     LINE_STARTS,
     NOW,
     SENTENCE_STARTS,
+    Starts,
     claim_patterns,
     lookup_verb,
 )
@@ -192,16 +194,30 @@ _STATUS_VERBS = frozenset({"pay", "book", "reserve", "schedule", "charge", "crea
                            "lock", "block", "suspend", "enable", "disable", "cancel"})
 
 
-def _start_positions(text: str, lowered: str | None,
-                     starts: tuple[str, ...] | str | None) -> list[int] | None:
-    """Where a pattern's matches can start, in order: where a start literal occurs, or
-    at sentence or line starts; None when anywhere."""
-    if starts == SENTENCE_STARTS:
+# Characters that a case-insensitive pattern takes for a letter but that lower-case to
+# themselves: "ı" is "i" to it, "ſ" is "s" (tests/unit pins that there are no others).
+_UNLOWERED_LETTERS = ("ı", "ſ")
+
+
+def _start_positions(text: str, lowered: str | None, starts: Starts,
+                     plain: str | None = None) -> list[int] | None:
+    """Where a pattern's matches can start, in order: where a start literal occurs
+    (found in ``lowered``), where a start finder matches ``plain``, or at sentence,
+    clause or line starts; None when anywhere (or when the text they need is None)."""
+    if isinstance(starts, re.Pattern):
+        return None if plain is None else [m.start() for m in starts.finditer(plain)]
+    if starts in (SENTENCE_STARTS, CLAUSE_STARTS):
         positions = {0}
         for m in _SENTENCE_END_RE.finditer(text):
             positions.add(m.end())
             if text.startswith(" ", m.end()) and m.group() != "\n":
                 positions.add(m.end() + 1)
+        if starts == CLAUSE_STARTS:  # also after ", " and "; "
+            for mark in (", ", "; "):
+                at = text.find(mark)
+                while at >= 0:
+                    positions.add(at + len(mark))
+                    at = text.find(mark, at + 1)
     elif starts == LINE_STARTS:
         positions = {0, *(m.end() for m in _LINE_END_RE.finditer(text))}
     elif starts is None or lowered is None or isinstance(starts, str):
@@ -239,8 +255,8 @@ class _Reading:
     first needed: most replies hold no claim, and most of their sentences are never
     asked about."""
 
-    __slots__ = ("text", "_lower", "_flat", "_present", "_positions", "_parts", "_starts",
-                 "_asks", "_last_ask")
+    __slots__ = ("text", "_lower", "_plain", "_flat", "_present", "_positions", "_parts",
+                 "_starts", "_asks", "_last_ask")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -248,9 +264,14 @@ class _Reading:
         # A few characters lower-case to two: offsets into the lower-cased text would
         # drift, so start literals are then not looked for.
         self._lower = lower if len(lower) == len(text) else None
+        # Start finders match the lower-cased text case-sensitively: the same starts as
+        # the patterns' case-insensitive letters when every letter they take lower-cases
+        # to the one they name.
+        self._plain = (self._lower if self._lower is not None and not any(
+            letter in text for letter in _UNLOWERED_LETTERS) else None)
         self._flat = " ".join(lower.split())  # "I  am" is "i am" to the prefilter
         self._present: dict[str, bool] = {}
-        self._positions: dict[tuple[str, ...] | str | None, list[int] | None] = {}
+        self._positions: dict[Starts, list[int] | None] = {}
         self._parts: list[tuple[int, str]] | None = None
         self._starts: list[int] = []
         self._asks: dict[int, bool] = {}
@@ -268,12 +289,12 @@ class _Reading:
                 return True
         return False
 
-    def matches(self, pattern: re.Pattern[str],
-                starts: tuple[str, ...] | str | None) -> list[re.Match[str]]:
+    def matches(self, pattern: re.Pattern[str], starts: Starts) -> list[re.Match[str]]:
         """``pattern``'s matches; the start positions are shared by the patterns with the
         same starts."""
         if starts not in self._positions:
-            self._positions[starts] = _start_positions(self.text, self._lower, starts)
+            self._positions[starts] = _start_positions(self.text, self._lower, starts,
+                                                       self._plain)
         return _matches(pattern, self.text, self._positions[starts])
 
     def parts(self) -> list[tuple[int, str]]:
