@@ -33,6 +33,10 @@ DONE = "done"
 NOW = "now"
 # Where a pattern's matches start (see `claim_patterns`).
 Starts = tuple[str, ...] | str | re.Pattern[str] | None
+# A needed word written between "\b"s must occur as a whole word, as it does in every
+# match of the patterns that need it so: most replies end with "let me know", which
+# holds "now" only inside a word ("checked bags" holds "check" so).
+_NOW_WORD = r"\bnow\b"
 
 # Verbs of the lexicon that, in a reply, describe the reply itself or the conversation
 # ("let me list the options", "I'll show you", "let me see", "I'll get back to you").
@@ -293,7 +297,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
          ("according", "based on", "per "), ("according", "based", "per ")),
         (r"\b(?:my|the|our)\s+(?P<v>search|lookup|check)\s+(?:shows|showed|found|returned|"
          r"indicates|indicated|reveals|revealed|confirms|confirmed)\b",
-         ("search", "lookup", "check"), ("my ", "the ", "our ")),
+         (r"\bsearch\b", r"\blookup\b", r"\bcheck\b"), ("my ", "the ", "our ")),
         (r"(?:^|(?<=[.!?]\s))looking\s+at\s+(?:your|the)\s+(?P<v>order|account|reservation|"
          r"booking|records?|profile|details)\b",
          ("looking at",), ("looking",)),
@@ -313,12 +317,12 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     # (words one of which the text must hold, how the match must start) per pattern.
     hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | str | None], ...]
     done_hints: hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
-                  (("now",), ("is", "are")), (("successfully", "now"), ("was", "were")),
+                  ((_NOW_WORD,), ("is", "are")), (("successfully", _NOW_WORD), ("was", "were")),
                   (("upon", "after"), ("upon", "after")), (("successfully",), SENTENCE_STARTS))
     now_hints: hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
                  (("let",), ("let",)),
                  (("i'll", "i’ll", "will", "shall", "going", "about"), starts_subject),
-                 (("while",), ("while",)), (("now",), SENTENCE_STARTS))
+                 (("while",), ("while",)), ((_NOW_WORD,), SENTENCE_STARTS))
     proceed_needs = ("proceed", "process", "complet", "finaliz", "initiat", "handl", "mak")
     subject_finder = re.compile(_SUBJECT_FINDER)
     work_starts: dict[str, Starts] = {"subject": starts_subject, "finder": subject_finder}

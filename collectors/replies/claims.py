@@ -250,6 +250,25 @@ def _matches(pattern: re.Pattern[str], text: str,
     return out
 
 
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"  # what \w matches
+
+
+def _holds_whole_word(text: str, word: str) -> bool:
+    """Whether ``word`` occurs in ``text`` with no word character either side.
+
+    Lower-casing turns no other character into a word character, so a whole word of the
+    reply stays one in its lower-cased text."""
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if ((at == 0 or not _is_word_char(text[at - 1]))
+                and (end == len(text) or not _is_word_char(text[end]))):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
 class _Reading:
     """One reply as the claim patterns read it. Each reading is done once, and only when
     first needed: most replies hold no claim, and most of their sentences are never
@@ -278,13 +297,22 @@ class _Reading:
         self._last_ask: int | None = None
 
     def holds_any(self, words: tuple[str, ...]) -> bool:
-        """Whether one of ``words`` occurs in the reply (lower-cased, spaces collapsed);
-        several patterns need the same words, and each is looked for once."""
+        """Whether one of ``words`` occurs in the reply (lower-cased, spaces collapsed),
+        as a whole word if written between "\\b"s; several patterns need the same words,
+        and each is looked for once."""
         present = self._present
         for word in words:
             found = present.get(word)
             if found is None:
-                found = present[word] = word in self._flat
+                if word[0] != "\\":
+                    found = word in self._flat
+                elif self._plain is not None:
+                    found = _holds_whole_word(self._flat, word[2:-2])
+                else:
+                    # "ſearch" is "search" to a case-insensitive pattern, but not to the
+                    # lower-cased text: any occurrence, as for other words.
+                    found = word[2:-2] in self._flat
+                present[word] = found
             if found:
                 return True
         return False

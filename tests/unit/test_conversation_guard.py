@@ -195,6 +195,12 @@ def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> No
     ("The cancellation request has been completed.", "cancel", DONE),
     ("Sure, still working on the fix.", "working", NOW),
     ("Beginning the refactor of the parser now.", "beginning", NOW),
+    # Patterns that need a whole word ("now", not the one in "know").
+    ("Updating your reservation now.", "update", NOW),
+    ("The payment was now processed.", "process", DONE),
+    ("My check confirmed the refund.", "check", DONE),
+    # "ſearch" is "search" to the pattern; the lower-cased text holds it only in "research".
+    ("We did some research. The ſearch shows two flights.", "check", DONE),
 ])
 def test_claims_whose_start_is_looked_for_before_the_pattern_runs(text: str, verb: str,
                                                                    when: str) -> None:
@@ -211,6 +217,14 @@ def test_the_letters_lower_casing_hides_from_start_finders_are_the_known_ones() 
              for c in re.findall(f"[{letter}]", every, re.IGNORECASE) if c.lower() != letter}
     two_characters = {c for c in taken if len(c.lower()) > 1}  # no offsets: never read so
     assert taken - two_characters == set(_UNLOWERED_LETTERS)
+
+
+def test_lower_casing_makes_no_word_character_of_another() -> None:
+    # A pattern's whole word stays one in the lower-cased reply (the needed-words test
+    # relies on it): no character outside \w lower-cases to one inside it.
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    outside = re.sub(r"\w", "", every)
+    assert re.search(r"\w", outside.lower()) is None
 
 
 @pytest.mark.parametrize("text", [
