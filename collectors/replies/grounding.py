@@ -23,6 +23,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,9 +248,13 @@ class Grounds:
 
     def has_number(self, value: float) -> bool:
         """Whether ``value`` (its absolute value) occurred as a number in the sources."""
+        return _key(abs(value)) in self.number_keys()
+
+    def number_keys(self) -> AbstractSet[int]:
+        """The numbers of the sources so far, in cents (see `_key`); not to be changed."""
         if self._read_numbers < len(self._texts):
             self._read_new_numbers()
-        return _key(abs(value)) in self._keys
+        return self._keys
 
     def rounds(self, value: float) -> bool:
         """Whether a seen number is within an estimate's reach of ``value`` (5%, at
@@ -440,12 +445,13 @@ def find_ungrounded(reply: str, grounds: Grounds,
     lowered = reply.lower() if found else ""
     estimates = any(w in lowered for w in _ESTIMATE_WORDS)
     at = 0
+    seen = grounds.number_keys() if found else frozenset()
     for i, (written, value) in enumerate(found):
         if value == 0:
             continue
         if estimates:
             at = max(reply.find(written, at), at)
-        if grounds.has_number(value):
+        if _key(abs(value)) in seen:
             continue  # seen as it is (most values): no estimate or derivation to try
         if estimates and _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(
                 value):
