@@ -191,9 +191,10 @@ class Grounds:
         self._texts: list[str] = []
         # The readings of `_texts`, looked up when a reply first asks about a value.
         self._sources: list[_Source] = []
-        # How many of the sources each index has read: words, numbers and times are read
-        # only when a reply first asks for that kind of value.
-        self._read_words = self._read_numbers = self._read_times = 0
+        # How many of the sources each index has read: words, numbers (as cents, and as
+        # operands of derivations) and times are read only when a reply first asks for
+        # that kind of value.
+        self._read_words = self._read_numbers = self._read_operands = self._read_times = 0
         self._words: set[str] = set()
         self._keys: set[int] = set()  # the sources' numbers, in cents
         self._recent: list[float] = []
@@ -224,12 +225,14 @@ class Grounds:
             self._read_words = len(self._texts)
         return word in self._words
 
-    def _read_new_numbers(self) -> None:
-        for source in self._new_sources(self._read_numbers):
-            self._keys.update(source.keys())
-            # The latest numbers, as floats (read once per source): operands of sums.
-            self._recent = [*self._recent, *source.operands()][-_MAX_OPERANDS:]
-        self._read_numbers = len(self._texts)
+    def _recent_operands(self) -> list[float]:
+        """The sources' latest numbers, as floats: the operands of sums and estimates
+        (needed only for a value not seen as it is)."""
+        if self._read_operands < len(self._texts):
+            for source in self._new_sources(self._read_operands):
+                self._recent = [*self._recent, *source.operands()][-_MAX_OPERANDS:]
+            self._read_operands = len(self._texts)
+        return self._recent
 
     def add_result(self, text: str) -> None:
         """Take a tool result as a source, keeping its money amounts for totals."""
@@ -253,16 +256,16 @@ class Grounds:
     def number_keys(self) -> AbstractSet[int]:
         """The numbers of the sources so far, in cents (see `_key`); not to be changed."""
         if self._read_numbers < len(self._texts):
-            self._read_new_numbers()
+            for source in self._new_sources(self._read_numbers):
+                self._keys.update(source.keys())
+            self._read_numbers = len(self._texts)
         return self._keys
 
     def rounds(self, value: float) -> bool:
         """Whether a seen number is within an estimate's reach of ``value`` (5%, at
         least 1): "about $46" for 45.99."""
-        if self._read_numbers < len(self._texts):
-            self._read_new_numbers()
         reach = max(1.0, _ESTIMATE_SHARE * abs(value))
-        return any(abs(abs(x) - abs(value)) <= reach for x in self._recent)
+        return any(abs(abs(x) - abs(value)) <= reach for x in self._recent_operands())
 
     def derivable(self, value: float, extra: Sequence[float] = (),
                   before: Sequence[float] = ()) -> bool:
@@ -285,7 +288,7 @@ class Grounds:
             key = _key(abs(x))
             return key in nearby or key in keys
 
-        for a in dict.fromkeys([*extra, *self._recent]):
+        for a in dict.fromkeys([*extra, *self._recent_operands()]):
             if seen(value - a) or seen(value + a):
                 return True
             if a not in (0.0, 1.0) and a in extra and (seen(value / a) or seen(value * a)):
@@ -441,21 +444,25 @@ def find_ungrounded(reply: str, grounds: Grounds,
     found = [(written, v) for written, digits in _money(reply, _MAX_VALUES)
              if (v := _number(digits)) is not None]
     amounts = [v for _, v in found]
-    # Most replies estimate nothing: look for the words once, not before every amount.
-    lowered = reply.lower() if found else ""
-    estimates = any(w in lowered for w in _ESTIMATE_WORDS)
-    at = 0
     seen = grounds.number_keys() if found else frozenset()
+    # Whether the reply estimates, and where each amount is written (each looked for
+    # from where the one before it was found): read at the first amount not seen as it
+    # is, since most replies' amounts all are (and most replies estimate nothing).
+    estimates: bool | None = None
+    at = placed = 0
     for i, (written, value) in enumerate(found):
-        if value == 0:
-            continue
-        if estimates:
-            at = max(reply.find(written, at), at)
-        if _key(abs(value)) in seen:
+        if value == 0 or _key(abs(value)) in seen:
             continue  # seen as it is (most values): no estimate or derivation to try
-        if estimates and _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(
-                value):
-            continue
+        if estimates is None:
+            lowered = reply.lower()
+            estimates = any(w in lowered for w in _ESTIMATE_WORDS)
+        if estimates:
+            for earlier, earlier_value in found[placed:i + 1]:
+                if earlier_value != 0:
+                    at = max(reply.find(earlier, at), at)
+            placed = i + 1
+            if _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(value):
+                continue
         # The amounts around it in the reply: the legs a total adds up, the fare a
         # per-passenger price divides.
         nearby = amounts[max(0, i - _NEARBY):i] + amounts[i + 1:i + 1 + _NEARBY]
