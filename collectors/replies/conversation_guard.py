@@ -197,8 +197,9 @@ class ConversationDetector:
         conv = read_conversation(messages, catalog.names, system=system)
         wanted = None if only is None else set(only)
         if last_only:
-            replies = conv.replies()
-            wanted = {conv.messages[replies[-1]].index} if replies else set()
+            # The last reply, looked for from the end (it is the last message, mostly).
+            last = next((m for m in reversed(conv.messages) if m.is_reply), None)
+            wanted = {last.index} if last is not None else set()
         run = self.tiers if tiers is None else self.tiers & frozenset(tiers)
         grounds = Grounds()
         since_result: list[tuple[int, str, frozenset[str] | None]] = []
