@@ -132,12 +132,19 @@ class _Catalog:
     matcher: ClaimMatcher
 
 
-def _read_catalog(tools: Any, overrides: Mapping[str, Any] | None) -> _Catalog:
+# What the detector reads of each tool: its name, description and declared kind.
+_ToolEntries = tuple[tuple[str, str, str | None], ...]
+
+
+def _tool_entries(tools: Any) -> _ToolEntries:
     specs = read_tool_specs(tools) if tools else ()
-    kinds = ToolKinds.from_catalog(((s.name, s.description, s.declared_kind) for s in specs),
-                                   overrides)
-    names_ = frozenset(s.name for s in specs)
-    return _Catalog(names_, kinds, ClaimMatcher(kinds, [s.name for s in specs]))
+    return tuple((s.name, s.description, s.declared_kind) for s in specs)
+
+
+def _read_catalog(entries: _ToolEntries, overrides: Mapping[str, Any] | None) -> _Catalog:
+    kinds = ToolKinds.from_catalog(entries, overrides)
+    names_ = frozenset(name for name, _, _ in entries)
+    return _Catalog(names_, kinds, ClaimMatcher(kinds, [name for name, _, _ in entries]))
 
 
 class ConversationDetector:
@@ -166,6 +173,9 @@ class ConversationDetector:
         # read again when it is another object or its length changed (a tool definition
         # edited in place is not noticed: pass a new list when the tools change).
         self._catalogs: OrderedDict[int, tuple[Any, int, _Catalog]] = OrderedDict()
+        # A new list of the same tools (an agent that builds its tool list per call) is
+        # read again, but what the detector makes of the tools is kept by their content.
+        self._catalogs_by_content: OrderedDict[_ToolEntries, _Catalog] = OrderedDict()
         self._catalogs_lock = threading.Lock()
         self.loop_threshold = loop_threshold
         self.min_loop_words = min_loop_words
@@ -281,18 +291,26 @@ class ConversationDetector:
 
     def _catalog(self, tools: Any) -> _Catalog:
         if not isinstance(tools, (list, tuple)) or not tools:
-            return _read_catalog(tools, self.tool_kinds)
+            return _read_catalog(_tool_entries(tools), self.tool_kinds)
         with self._catalogs_lock:
             hit = self._catalogs.get(id(tools))
             if hit is not None and hit[0] is tools and hit[1] == len(tools):
                 self._catalogs.move_to_end(id(tools))
                 return hit[2]
-        catalog = _read_catalog(tools, self.tool_kinds)
+        entries = _tool_entries(tools)
+        with self._catalogs_lock:
+            catalog = self._catalogs_by_content.get(entries)
+            if catalog is not None:
+                self._catalogs_by_content.move_to_end(entries)
+        if catalog is None:
+            catalog = _read_catalog(entries, self.tool_kinds)
         with self._catalogs_lock:
             # The entry holds the list itself, so its id cannot be reused while cached.
             self._catalogs[id(tools)] = (tools, len(tools), catalog)
-            while len(self._catalogs) > _CACHED_CATALOGS:
-                self._catalogs.popitem(last=False)
+            self._catalogs_by_content[entries] = catalog
+            for cache in (self._catalogs, self._catalogs_by_content):
+                while len(cache) > _CACHED_CATALOGS:
+                    cache.popitem(last=False)
         return catalog
 
     @staticmethod
