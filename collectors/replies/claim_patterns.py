@@ -27,11 +27,17 @@ from .verbs import (
     past_forms,
 )
 
-__all__ = ["DONE", "NOW", "claim_patterns", "lookup_verb"]
+__all__ = ["DONE", "NOW", "Starts", "claim_patterns", "lookup_verb"]
 
 # What a claim says about time: the work is done, or happening now.
 DONE = "done"
 NOW = "now"
+# Where a pattern's matches start (see `claim_patterns`).
+Starts = tuple[str, ...] | str | re.Pattern[str] | None
+# A needed word written between "\b"s must occur as a whole word, as it does in every
+# match of the patterns that need it so: most replies end with "let me know", which
+# holds "now" only inside a word ("checked bags" holds "check" so).
+_NOW_WORD = r"\bnow\b"
 
 # Verbs of the lexicon that, in a reply, describe the reply itself or the conversation
 # ("let me list the options", "I'll show you", "let me see", "I'll get back to you").
@@ -120,31 +126,48 @@ _WORK_OBJECT = (r"(?:it|this|that|the\s+(?:fix|patch|changes?|refactor|deploy(?:
 _I_AM = r"\b(?:i|we)(?:['’]m|\s+am|\s+are|['’]re)"
 # The start of a sentence, for patterns run over a whole reply (see `sentences`).
 _SENT = r"(?:^|(?<=[.!?\n])|(?<=[.!?] ))"
+# The marks before a sentence's first word ("- **", "1. ", "✅ "), taken whole: what
+# follows starts with a letter, so giving marks back could never let it match, and each
+# one given back would try the verb alternation again (most of the cost at a list line).
+_MARKS = r"\W{0,8}+"
 # Where a pattern's matches can start, when no literal marks it: at a sentence start (the
-# positions `_SENT` allows) or a line start (`^`). The matcher then tries only there.
+# positions `_SENT` allows), at one or after a comma or semicolon and a space (those of
+# `(?:{_SENT}|(?<=[,.!;] ))`), or at a line start (`^`). The matcher then tries only there.
 SENTENCE_STARTS = "<sentence starts>"
+CLAUSE_STARTS = "<clause starts>"
 LINE_STARTS = "<line starts>"
+# The literals "I"/"we" claims start with, found by str.find in the lower-cased reply.
+_SUBJECT_STARTS = ("i'", "i’", "i ", "i\n", "we'", "we’", "we ", "we\n")
+# Start finders: for a pattern whose start no few literals mark ("i" and any space), a
+# case-sensitive pattern run over the lower-cased reply, whose matches start wherever the
+# pattern's can. Each alternative starts with a letter, so the engine skips in C from
+# one of those letters to the next (a nested group first would make it try every
+# position). See `claims._start_positions` for when lower-casing allows it.
+_SUBJECT_FINDER = r"let(?=\s)|i(?=[\s'’])|we(?=[\s'’])"
+# Each work pattern: (pattern, time, words one of which every match contains, where it
+# starts: "subject" for `_SUBJECT_STARTS`, "finder" for `_SUBJECT_FINDER`, or a
+# position kind).
 _WORK_PATTERNS = (
-    # (pattern, time, words one of which every match contains)
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|already))?\s+(?P<v>working)\s+(?:on|through)"
-     rf"\s+{_WORK_OBJECT}", NOW, ("working",)),
-    (rf"(?:{_SENT}\W{{0,8}}|(?<=[,.!;] ))(?:(?:still|now)\s+)?(?P<v>working)\s+(?:on|through)\s+"
-     rf"{_WORK_OBJECT}", NOW, ("working",)),
-    (rf"{_I_AM}\s+(?P<v>on)\s+it\b", NOW, ("on it",)),
-    (rf"{_SENT}\W{{0,8}}(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?"
+     rf"\s+{_WORK_OBJECT}", NOW, ("working",), "subject"),
+    (rf"(?:{_SENT}{_MARKS}|(?<=[,.!;] ))(?:(?:still|now)\s+)?(?P<v>working)\s+(?:on|through)\s+"
+     rf"{_WORK_OBJECT}", NOW, ("working",), CLAUSE_STARTS),
+    (rf"{_I_AM}\s+(?P<v>on)\s+it\b", NOW, ("on it",), "subject"),
+    (rf"{_SENT}{_MARKS}(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?"
      rf"(?P<v>beginning|starting|kicking\s+off|"
      rf"commencing)\s+(?:on\s+)?(?:the|a|my|work\s+on\s+the)\s+(?:[\w\-]+\s+)?{_WORK_NOUN}",
-     NOW, ("beginning", "starting", "kicking", "commencing")),
+     NOW, ("beginning", "starting", "kicking", "commencing"), SENTENCE_STARTS),
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|also))?\s+(?P<v>running)\b"
-     rf"{_RUNNING_IS_DESCRIPTION}", NOW, ("running",)),
+     rf"{_RUNNING_IS_DESCRIPTION}", NOW, ("running",), "subject"),
     (rf"(?:\blet\s+me|\b(?:i|we)(?:['’]ll|\s+will|(?:['’]m|\s+am)\s+going\s+to))"
      rf"(?:\s+(?:now|just|also|quickly|first|go\s+ahead\s+and)){{0,3}}\s+(?P<v>run)\b"
-     rf"{_RUN_IDIOM}", NOW, ("run",)),
+     rf"{_RUN_IDIOM}", NOW, ("run",), "finder"),
     (rf"\b(?:i|we)(?:['’]ve|\s+have)(?:\s+(?:now|just|also|already))?\s+(?P<v>run)\b"
-     rf"{_RUN_IDIOM}", DONE, ("run",)),
-    (rf"{_I_AM}(?:\s+(?:now|just|also))?\s+(?P<v>calling){_CALL_OBJECT}", NOW, ("calling",)),
+     rf"{_RUN_IDIOM}", DONE, ("run",), "finder"),
+    (rf"{_I_AM}(?:\s+(?:now|just|also))?\s+(?P<v>calling){_CALL_OBJECT}", NOW, ("calling",),
+     "subject"),
     (rf"\b(?:i|we)(?:['’]ve|\s+have)(?:\s+(?:now|just|also|already))?\s+(?P<v>called)"
-     rf"{_CALL_OBJECT}", DONE, ("called",)),
+     rf"{_CALL_OBJECT}", DONE, ("called",), "finder"),
 )
 
 
@@ -215,12 +238,11 @@ def _norm(form: str) -> str:
 
 
 @functools.cache
-def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
-                             tuple[str, ...] | str | None]]:
-    """(pattern, time, which lexicon, needed words, start literals or
-    :data:`SENTENCE_STARTS`/:data:`LINE_STARTS`); the verb is the
-    group ``v`` (the action noun, group ``n``, for the ``noun`` family). Built and
-    compiled on first use."""
+def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], Starts]]:
+    """(pattern, time, which lexicon, needed words, where matches start: literals, a
+    start finder, :data:`SENTENCE_STARTS`/:data:`CLAUSE_STARTS`/:data:`LINE_STARTS` or
+    None); the verb is the group ``v`` (the action noun, group ``n``, for the ``noun``
+    family). Built and compiled on first use."""
     base, past, ing = _lexicon()
     b, p, g = _alternation(set(base)), _alternation(set(past)), _alternation(set(ing))
     nouns = _alternation(set(_ACTION_NOUNS))
@@ -241,7 +263,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
         # "Upon reviewing the details again, ...", "after checking your account, ...".
         rf"\b(?:upon|after)(?:\s+(?:further|closer|careful|another))?\s+(?P<v>{g})\b",
         # "Successfully cancelled your reservation."
-        rf"{_SENT}\W{{0,8}}successfully\s+(?P<v>{p})\b",
+        rf"{_SENT}{_MARKS}successfully\s+(?P<v>{p})\b",
     ]
     now = [
         # "I'm updating", "we are now processing".
@@ -254,7 +276,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
         # "please hold while I check", "one moment while I look that up".
         rf"\bwhile\s+(?:i|we){_ADV}\s+(?P<v>{b}|{g})\b",
         # "Updating your reservation now."
-        rf"{_SENT}\W{{0,8}}(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
+        rf"{_SENT}{_MARKS}(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
     ]
     proceed = [
         # "I'll proceed with the cancellation", "I'm processing the refund now".
@@ -280,7 +302,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
          ("according", "based on", "per "), ("according", "based", "per ")),
         (r"\b(?:my|the|our)\s+(?P<v>search|lookup|check)\s+(?:shows|showed|found|returned|"
          r"indicates|indicated|reveals|revealed|confirms|confirmed)\b",
-         ("search", "lookup", "check"), ("my ", "the ", "our ")),
+         (r"\bsearch\b", r"\blookup\b", r"\bcheck\b"), ("my ", "the ", "our ")),
         (r"(?:^|(?<=[.!?]\s))looking\s+at\s+(?:your|the)\s+(?P<v>order|account|reservation|"
          r"booking|records?|profile|details)\b",
          ("looking at",), ("looking",)),
@@ -296,29 +318,32 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...],
     # literals its matches start with (the pattern is then tried only where one occurs,
     # found by str.find, instead of at every character; None: no such literal).
     subject = ("i ", "i'", "i’", "we ", "we'", "we’")
-    starts_subject: tuple[str, ...] = ("i'", "i’", "i ", "i\n", "we'", "we’", "we ", "we\n")
+    starts_subject = _SUBJECT_STARTS
     # (words one of which the text must hold, how the match must start) per pattern.
     hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | str | None], ...]
     done_hints: hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
-                  (("now",), ("is", "are")), (("successfully", "now"), ("was", "were")),
+                  ((_NOW_WORD,), ("is", "are")), (("successfully", _NOW_WORD), ("was", "were")),
                   (tuple(f for v in CONCESSION_VERBS for f in past_forms(v)), ("was", "were")),
                   (("upon", "after"), ("upon", "after")), (("successfully",), SENTENCE_STARTS))
     now_hints: hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
                  (("let",), ("let",)),
                  (("i'll", "i’ll", "will", "shall", "going", "about"), starts_subject),
-                 (("while",), ("while",)), (("now",), SENTENCE_STARTS))
+                 (("while",), ("while",)), ((_NOW_WORD,), SENTENCE_STARTS))
     proceed_needs = ("proceed", "process", "complet", "finaliz", "initiat", "handl", "mak")
-    out: list[tuple[re.Pattern[str], str, str, tuple[str, ...], tuple[str, ...] | str | None]]
+    subject_finder = re.compile(_SUBJECT_FINDER)
+    work_starts: dict[str, Starts] = {"subject": starts_subject, "finder": subject_finder}
+    out: list[tuple[re.Pattern[str], str, str, tuple[str, ...], Starts]]
     out = [(re.compile(x, flags), DONE, "ing" if "upon" in x else "past", needs, starts)
            for x, (needs, starts) in zip(done, done_hints, strict=True)]
-    out += [(re.compile(x, flags), t, "work", needs,
-             starts_subject if x.startswith(_I_AM) else None)
-            for x, t, needs in _WORK_PATTERNS]
+    out += [(re.compile(x, flags), t, "work", needs, work_starts.get(starts, starts))
+            for x, t, needs, starts in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment",
                 ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
     out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]
+    # The action nouns, case-sensitively: a start finder (a noun starts every match).
     out.append((re.compile(finished, flags), DONE, "noun",
-                ("went through", "gone through", "was successful", "complete"), None))
+                ("went through", "gone through", "was successful", "complete"),
+                re.compile(nouns)))
     out += [(re.compile(x, flags), NOW, "now", needs, starts)
             for x, (needs, starts) in zip(now, now_hints, strict=True)]
     out += [(re.compile(proceed[0], flags), NOW, "noun", proceed_needs, starts_subject),

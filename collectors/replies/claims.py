@@ -26,10 +26,12 @@ import re
 from dataclasses import dataclass
 
 from .claim_patterns import (
+    CLAUSE_STARTS,
     DONE,
     LINE_STARTS,
     NOW,
     SENTENCE_STARTS,
+    Starts,
     claim_patterns,
     lookup_verb,
 )
@@ -192,20 +194,34 @@ _STATUS_VERBS = frozenset({"pay", "book", "reserve", "schedule", "charge", "crea
                            "lock", "block", "suspend", "enable", "disable", "cancel"})
 
 
-def _matches(pattern: re.Pattern[str], text: str, lowered: str | None,
-             starts: tuple[str, ...] | str | None) -> list[re.Match[str]]:
-    """``pattern.finditer(text)``, tried only where a match can start: where a start
-    literal occurs, or at sentence or line starts (the same matches, found in C)."""
-    if starts == SENTENCE_STARTS:
+# Characters that a case-insensitive pattern takes for a letter but that lower-case to
+# themselves: "ı" is "i" to it, "ſ" is "s" (tests/unit pins that there are no others).
+_UNLOWERED_LETTERS = ("ı", "ſ")
+
+
+def _start_positions(text: str, lowered: str | None, starts: Starts,
+                     plain: str | None = None) -> list[int] | None:
+    """Where a pattern's matches can start, in order: where a start literal occurs
+    (found in ``lowered``), where a start finder matches ``plain``, or at sentence,
+    clause or line starts; None when anywhere (or when the text they need is None)."""
+    if isinstance(starts, re.Pattern):
+        return None if plain is None else [m.start() for m in starts.finditer(plain)]
+    if starts in (SENTENCE_STARTS, CLAUSE_STARTS):
         positions = {0}
         for m in _SENTENCE_END_RE.finditer(text):
             positions.add(m.end())
             if text.startswith(" ", m.end()) and m.group() != "\n":
                 positions.add(m.end() + 1)
+        if starts == CLAUSE_STARTS:  # also after ", " and "; "
+            for mark in (", ", "; "):
+                at = text.find(mark)
+                while at >= 0:
+                    positions.add(at + len(mark))
+                    at = text.find(mark, at + 1)
     elif starts == LINE_STARTS:
         positions = {0, *(m.end() for m in _LINE_END_RE.finditer(text))}
     elif starts is None or lowered is None or isinstance(starts, str):
-        return list(pattern.finditer(text))
+        return None
     else:
         positions = set()
         for literal in starts:
@@ -213,9 +229,18 @@ def _matches(pattern: re.Pattern[str], text: str, lowered: str | None,
             while at >= 0:
                 positions.add(at)
                 at = lowered.find(literal, at + 1)
+    return sorted(positions)
+
+
+def _matches(pattern: re.Pattern[str], text: str,
+             positions: list[int] | None) -> list[re.Match[str]]:
+    """``pattern.finditer(text)``, tried only at ``positions`` (see `_start_positions`):
+    the same matches, found in C."""
+    if positions is None:
+        return list(pattern.finditer(text))
     out: list[re.Match[str]] = []
     end = 0
-    for at in sorted(positions):
+    for at in positions:
         if at < end:
             continue  # finditer semantics: matches do not overlap
         match = pattern.match(text, at)  # sees the characters before `at` for \b
@@ -223,6 +248,112 @@ def _matches(pattern: re.Pattern[str], text: str, lowered: str | None,
             out.append(match)
             end = match.end()
     return out
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"  # what \w matches
+
+
+def _holds_whole_word(text: str, word: str) -> bool:
+    """Whether ``word`` occurs in ``text`` with no word character either side.
+
+    Lower-casing turns no other character into a word character, so a whole word of the
+    reply stays one in its lower-cased text."""
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if ((at == 0 or not _is_word_char(text[at - 1]))
+                and (end == len(text) or not _is_word_char(text[end]))):
+            return True
+        at = text.find(word, at + 1)
+    return False
+
+
+class _Reading:
+    """One reply as the claim patterns read it. Each reading is done once, and only when
+    first needed: most replies hold no claim, and most of their sentences are never
+    asked about."""
+
+    __slots__ = ("text", "_lower", "_plain", "_flat", "_present", "_positions", "_parts",
+                 "_starts", "_asks", "_last_ask")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        lower = text.lower()
+        # A few characters lower-case to two: offsets into the lower-cased text would
+        # drift, so start literals are then not looked for.
+        self._lower = lower if len(lower) == len(text) else None
+        # Start finders match the lower-cased text case-sensitively: the same starts as
+        # the patterns' case-insensitive letters when every letter they take lower-cases
+        # to the one they name.
+        self._plain = (self._lower if self._lower is not None and not any(
+            letter in text for letter in _UNLOWERED_LETTERS) else None)
+        self._flat = " ".join(lower.split())  # "I  am" is "i am" to the prefilter
+        self._present: dict[str, bool] = {}
+        self._positions: dict[Starts, list[int] | None] = {}
+        self._parts: list[tuple[int, str]] | None = None
+        self._starts: list[int] = []
+        self._asks: dict[int, bool] = {}
+        self._last_ask: int | None = None
+
+    def holds_any(self, words: tuple[str, ...]) -> bool:
+        """Whether one of ``words`` occurs in the reply (lower-cased, spaces collapsed),
+        as a whole word if written between "\\b"s; several patterns need the same words,
+        and each is looked for once."""
+        present = self._present
+        for word in words:
+            found = present.get(word)
+            if found is None:
+                if word[0] != "\\":
+                    found = word in self._flat
+                elif self._plain is not None:
+                    found = _holds_whole_word(self._flat, word[2:-2])
+                else:
+                    # "ſearch" is "search" to a case-insensitive pattern, but not to the
+                    # lower-cased text: any occurrence, as for other words.
+                    found = word[2:-2] in self._flat
+                present[word] = found
+            if found:
+                return True
+        return False
+
+    def matches(self, pattern: re.Pattern[str], starts: Starts) -> list[re.Match[str]]:
+        """``pattern``'s matches; the start positions are shared by the patterns with the
+        same starts."""
+        if starts not in self._positions:
+            self._positions[starts] = _start_positions(self.text, self._lower, starts,
+                                                       self._plain)
+        return _matches(pattern, self.text, self._positions[starts])
+
+    def parts(self) -> list[tuple[int, str]]:
+        """The reply's sentences, ``(offset, sentence)``."""
+        if self._parts is None:
+            self._parts = sentences(self.text)
+            self._starts = [offset for offset, _ in self._parts]
+        return self._parts
+
+    def sentence_at(self, position: int) -> int:
+        """The index of the sentence that holds ``position`` (-1: before the first)."""
+        self.parts()
+        return bisect.bisect_right(self._starts, position) - 1
+
+    def asks(self, i: int) -> bool:
+        """Whether sentence ``i`` asks the user something or asks them to act."""
+        found = self._asks.get(i)
+        if found is None:
+            found = self._asks[i] = _asks(self.parts()[i][1])
+        return found
+
+    def question_after(self, i: int) -> bool:
+        """Whether a sentence after sentence ``i`` asks the user something."""
+        if self._last_ask is None:
+            # The last asking sentence, looked for from the end (replies end with their
+            # questions): later than ``i`` is the same as any after it asking.
+            last = len(self.parts()) - 1
+            while last >= 0 and not self.asks(last):
+                last -= 1
+            self._last_ask = last
+        return self._last_ask > i
 
 
 class _Relative:
@@ -264,36 +395,26 @@ def find_claims(reply: str) -> list[Claim]:
         Claims that a tool must back: completed ones, and ones happening now that are
         not offers, conditions on the user, or plans followed by a question.
     """
-    text = mask_quoted(reply)
-    parts = sentences(text)
-    # A question or a request to the user claims nothing, and a plan followed by one
-    # waits for the user.
-    asks = [_asks(sentence) for _, sentence in parts]
-    questions_after = [False] * len(parts)
-    for i in range(len(parts) - 2, -1, -1):
-        questions_after[i] = questions_after[i + 1] or asks[i + 1]
+    reading = _Reading(mask_quoted(reply))
     claims: list[Claim] = []
     claim_spans: list[tuple[int, int]] = []
-    starts = [offset for offset, _ in parts]
     lowered_parts: dict[int, str] = {}
     conditional: dict[int, bool] = {}
     # Each pattern runs once over the whole reply (a scan per sentence would cost a call
     # per sentence and pattern); a match is then judged within its sentence.
-    lowered_text = " ".join(text.lower().split())  # "I  am" is "i am" to the prefilter
-    lower = text.lower()
-    # A few characters lower-case to two: offsets into the lower-cased text would drift.
-    exact_lower = lower if len(lower) == len(text) else None
     for pattern, time, which, needs, hints in claim_patterns():
-        if not any(word in lowered_text for word in needs):
+        if not reading.holds_any(needs):
             continue
-        for whole in _matches(pattern, text, exact_lower, hints):
-            i = bisect.bisect_right(starts, whole.start()) - 1
+        for whole in reading.matches(pattern, hints):
+            i = reading.sentence_at(whole.start())
             if i < 0:
                 continue
-            offset, sentence = parts[i]
+            offset, sentence = reading.parts()[i]
             if whole.end() > offset + len(sentence):
                 continue  # the match runs into the next sentence
-            if asks[i] or len(claims) >= _MAX_CLAIMS:
+            # A question or a request to the user claims nothing, and a plan followed by
+            # one waits for the user.
+            if reading.asks(i) or len(claims) >= _MAX_CLAIMS:
                 continue
             lowered = lowered_parts.get(i)
             if lowered is None:
@@ -340,7 +461,7 @@ def find_claims(reply: str) -> list[Claim]:
             if time == NOW:
                 if i not in conditional:
                     conditional[i] = bool(_CONDITIONAL_RE.search(lowered))
-                if conditional[i] or ":" in after or questions_after[i]:
+                if conditional[i] or ":" in after or reading.question_after(i):
                     continue
             claim_spans.append((offset + match.start(), offset + match.end()))
             # The claim's own words: its sentence, or a window of a very long one.

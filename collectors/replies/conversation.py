@@ -22,8 +22,9 @@ backs no claim.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,14 @@ def _get(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
+def _getter(obj: Any) -> Callable[[str], Any]:
+    """``_get`` bound to ``obj``: a dict's own ``get`` (messages and calls are dicts
+    mostly, and are asked for several keys each), else a reader of keys or attributes."""
+    if type(obj) is dict:
+        return obj.get
+    return functools.partial(_get, obj)
+
+
 def _arguments_text(value: Any) -> str:
     if value is None:
         return ""
@@ -120,9 +129,10 @@ def _result_text(content: Any) -> str:
     return _arguments_text(content)
 
 
-def _openai_calls(message: Any, index: int) -> list[ToolCall]:
+def _openai_calls(get: Callable[[str], Any], index: int) -> list[ToolCall]:
+    # `get` reads a key of the message (see `_getter`).
     calls: list[ToolCall] = []
-    listed = _get(message, "tool_calls")
+    listed = get("tool_calls")
     if listed is not None and not isinstance(listed, (list, tuple)):
         raise GuardInputError(f"message {index}: 'tool_calls' must be a list, got "
                               f"{type(listed).__name__}")
@@ -130,14 +140,16 @@ def _openai_calls(message: Any, index: int) -> list[ToolCall]:
         if call is None or isinstance(call, (str, bytes, int, float, list, tuple)):
             raise GuardInputError(f"message {index}: each tool call must be an object, got "
                                   f"{type(call).__name__}")
-        fn = _get(call, "function") or _get(call, "custom")
-        name = _get(fn, "name") if fn is not None else _get(call, "name")
+        call_get = _getter(call)
+        fn = call_get("function") or call_get("custom")
+        fn_get = _getter(fn) if fn is not None else None
+        name = fn_get("name") if fn_get is not None else call_get("name")
         if isinstance(name, str) and name:
-            args = _get(fn, "arguments") if fn is not None else None
-            if args is None and fn is not None:
-                args = _get(fn, "input")
-            calls.append(ToolCall(name, _arguments_text(args), _get(call, "id")))
-    legacy = _get(message, "function_call")
+            args = fn_get("arguments") if fn_get is not None else None
+            if args is None and fn_get is not None:
+                args = fn_get("input")
+            calls.append(ToolCall(name, _arguments_text(args), call_get("id")))
+    legacy = get("function_call")
     if legacy is not None and isinstance(_get(legacy, "name"), str):
         calls.append(ToolCall(_get(legacy, "name"), _arguments_text(_get(legacy, "arguments"))))
     return calls
@@ -147,14 +159,15 @@ def _read_message(raw: Any, index: int) -> Message:
     if raw is None or isinstance(raw, (str, bytes, int, float)):
         raise GuardInputError(f"message {index}: expected an object with a 'role', "
                               f"got {type(raw).__name__}")
-    role = _get(raw, "role")
+    get = _getter(raw)
+    role = get("role")
     if not isinstance(role, str):
         raise GuardInputError(f"message {index}: missing 'role'")
-    content = _get(raw, "content")
+    content = get("content")
     texts: list[str] = []
-    calls = _openai_calls(raw, index)
+    calls = _openai_calls(get, index)
     result_ids: list[str] = []
-    is_error = bool(_get(raw, "x-error") or _get(raw, "is_error"))
+    is_error = bool(get("x-error") or get("is_error"))
     said_something = False
     if isinstance(content, str):
         texts.append(content)
@@ -182,13 +195,15 @@ def _read_message(raw: Any, index: int) -> Message:
                 is_error = is_error or bool(_get(block, "is_error"))
     elif content is not None and not isinstance(content, (bytes, int, float)):
         texts.append(_arguments_text(content))
-    text = "\n".join(t for t in texts if t)
-    by_user = _get(raw, "x-requestor") == "user"
+    # One text (the usual case) is the text; a join would copy nothing but str subclasses.
+    text = (texts[0] if len(texts) == 1 and type(texts[0]) is str
+            else "\n".join(t for t in texts if t))
+    by_user = get("x-requestor") == "user"
 
     if role in _SYSTEM_ROLES:
         return Message(index, "system", text)
     if role in _TOOL_ROLES:
-        call_id = _get(raw, "tool_call_id")
+        call_id = get("tool_call_id")
         return Message(index, "tool", text, result_ids=(call_id,) if isinstance(call_id, str)
                        else (), is_error=is_error, by_user=by_user)
     if role == "user":
@@ -201,7 +216,7 @@ def _read_message(raw: Any, index: int) -> Message:
                        starts_turn=True)
     if role in ("assistant", "model"):
         return Message(index, "assistant", text, calls=tuple(calls),
-                       canned=bool(_get(raw, "x-canned")))
+                       canned=bool(get("x-canned")))
     raise GuardInputError(f"message {index}: unknown role {role!r}")
 
 

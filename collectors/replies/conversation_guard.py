@@ -144,12 +144,19 @@ class _Catalog:
     matcher: ClaimMatcher
 
 
-def _read_catalog(tools: Any, overrides: Mapping[str, Any] | None) -> _Catalog:
+# What the detector reads of each tool: its name, description and declared kind.
+_ToolEntries = tuple[tuple[str, str, str | None], ...]
+
+
+def _tool_entries(tools: Any) -> _ToolEntries:
     specs = read_tool_specs(tools) if tools else ()
-    kinds = ToolKinds.from_catalog(((s.name, s.description, s.declared_kind) for s in specs),
-                                   overrides)
-    names_ = frozenset(s.name for s in specs)
-    return _Catalog(names_, kinds, ClaimMatcher(kinds, [s.name for s in specs]))
+    return tuple((s.name, s.description, s.declared_kind) for s in specs)
+
+
+def _read_catalog(entries: _ToolEntries, overrides: Mapping[str, Any] | None) -> _Catalog:
+    kinds = ToolKinds.from_catalog(entries, overrides)
+    names_ = frozenset(name for name, _, _ in entries)
+    return _Catalog(names_, kinds, ClaimMatcher(kinds, [name for name, _, _ in entries]))
 
 
 class ConversationDetector:
@@ -178,6 +185,9 @@ class ConversationDetector:
         # read again when it is another object or its length changed (a tool definition
         # edited in place is not noticed: pass a new list when the tools change).
         self._catalogs: OrderedDict[int, tuple[Any, int, _Catalog]] = OrderedDict()
+        # A new list of the same tools (an agent that builds its tool list per call) is
+        # read again, but what the detector makes of the tools is kept by their content.
+        self._catalogs_by_content: OrderedDict[_ToolEntries, _Catalog] = OrderedDict()
         self._catalogs_lock = threading.Lock()
         self.loop_threshold = loop_threshold
         self.min_loop_words = min_loop_words
@@ -209,8 +219,9 @@ class ConversationDetector:
         conv = read_conversation(messages, catalog.names, system=system)
         wanted = None if only is None else set(only)
         if last_only:
-            replies = conv.replies()
-            wanted = {conv.messages[replies[-1]].index} if replies else set()
+            # The last reply, looked for from the end (it is the last message, mostly).
+            last = next((m for m in reversed(conv.messages) if m.is_reply), None)
+            wanted = {last.index} if last is not None else set()
         run = self.tiers if tiers is None else self.tiers & frozenset(tiers)
         grounds = Grounds()
         since_result: list[tuple[int, str, frozenset[str] | None]] = []
@@ -218,11 +229,11 @@ class ConversationDetector:
         user_said: list[str] = []  # what the user said since the latest reply
         # Per turn, read once however long the conversation: the names of the calls of
         # the turn and of all turns before it, and the money the turn's writes returned.
-        turn = _TurnState()
+        turns = _Turns(conv, catalog.kinds)
         verdicts: list[ReplyVerdict] = []
         for position, message in enumerate(conv.messages):
-            if conv.turn_bounds(position)[0] != turn.start:
-                turn = turn.next(conv, position, catalog.kinds)
+            if conv.turn_bounds(position)[0] != turns.start:
+                turns.begin(position)
             if message.role in ("system", "user", "tool"):
                 if message.role == "tool":
                     # Only a new result is progress: the same error again, or the
@@ -239,11 +250,11 @@ class ConversationDetector:
                     if (call is not None and conv.ran(call)
                             and WRITE in (catalog.kinds.of(call.name) or ())):
                         source = message.text[:_MAX_SOURCE_CHARS]
-                        turn.write_amounts = (turn.write_amounts + result_amounts(
+                        turns.write_amounts = (turns.write_amounts + result_amounts(
                             source))[-_MAX_WRITE_AMOUNTS:]
-                        turn.unapplied = (settle_fields(turn.unapplied, source)
-                                          + unapplied_fields(call.arguments, source)
-                                          )[-_MAX_UNAPPLIED:]
+                        turns.unapplied = (settle_fields(turns.unapplied, source)
+                                           + unapplied_fields(call.arguments, source)
+                                           )[-_MAX_UNAPPLIED:]
                 else:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
                     if message.role == "user":
@@ -253,7 +264,7 @@ class ConversationDetector:
                 continue
             if wanted is None or message.index in wanted:
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
-                                            run, turn, " ".join(user_said)))
+                                            run, turns.state(), " ".join(user_said)))
             if message.calls:
                 since_result.clear()
             else:
@@ -302,18 +313,26 @@ class ConversationDetector:
 
     def _catalog(self, tools: Any) -> _Catalog:
         if not isinstance(tools, (list, tuple)) or not tools:
-            return _read_catalog(tools, self.tool_kinds)
+            return _read_catalog(_tool_entries(tools), self.tool_kinds)
         with self._catalogs_lock:
             hit = self._catalogs.get(id(tools))
             if hit is not None and hit[0] is tools and hit[1] == len(tools):
                 self._catalogs.move_to_end(id(tools))
                 return hit[2]
-        catalog = _read_catalog(tools, self.tool_kinds)
+        entries = _tool_entries(tools)
+        with self._catalogs_lock:
+            catalog = self._catalogs_by_content.get(entries)
+            if catalog is not None:
+                self._catalogs_by_content.move_to_end(entries)
+        if catalog is None:
+            catalog = _read_catalog(entries, self.tool_kinds)
         with self._catalogs_lock:
             # The entry holds the list itself, so its id cannot be reused while cached.
             self._catalogs[id(tools)] = (tools, len(tools), catalog)
-            while len(self._catalogs) > _CACHED_CATALOGS:
-                self._catalogs.popitem(last=False)
+            self._catalogs_by_content[entries] = catalog
+            for cache in (self._catalogs, self._catalogs_by_content):
+                while len(cache) > _CACHED_CATALOGS:
+                    cache.popitem(last=False)
         return catalog
 
     @staticmethod
@@ -338,38 +357,75 @@ class ConversationDetector:
                 for tier, phrases in unbacked.items()]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _TurnState:
-    """What the replies of one turn are judged against, built once per turn."""
+    """What a reply is judged against: the calls of its turn and of the turns before."""
 
-    start: int = -1
     calls: tuple[str, ...] = ()
     earlier_calls: tuple[str, ...] = ()
     # What the calls of each tool did, read from their arguments (an editor that only
     # viewed reads); None: may have done anything.
-    call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
-    earlier_call_kinds: dict[str, frozenset[str] | None] = field(default_factory=dict)
-    write_amounts: list[float] = field(default_factory=list)
-    earlier_write_amounts: list[float] = field(default_factory=list)
-    unapplied: list[UnappliedField] = field(default_factory=list)
+    call_kinds: Mapping[str, frozenset[str] | None] = field(default_factory=dict)
+    earlier_call_kinds: Mapping[str, frozenset[str] | None] = field(default_factory=dict)
+    write_amounts: Sequence[float] = ()
+    earlier_write_amounts: Sequence[float] = ()
+    unapplied: Sequence[UnappliedField] = ()
 
-    def next(self, conv: Conversation, position: int, kinds: ToolKinds) -> _TurnState:
-        """The state of the turn that starts at ``position``."""
-        start, end = conv.turn_bounds(position)
-        calls = conv.agent_calls(start, end)
-        call_kinds: dict[str, frozenset[str] | None] = {}
-        for _, call in calls:
-            _add_kinds(call_kinds, call.name, kinds.of_call(call.name, call.arguments))
-        earlier_call_kinds = dict(self.earlier_call_kinds)
-        for name, found in self.call_kinds.items():
-            _add_kinds(earlier_call_kinds, name, found)
-        return _TurnState(
-            start=start,
-            calls=tuple(dict.fromkeys(c.name for _, c in calls)),
-            earlier_calls=tuple(dict.fromkeys((*self.earlier_calls, *self.calls))),
-            call_kinds=call_kinds, earlier_call_kinds=earlier_call_kinds,
-            earlier_write_amounts=(self.earlier_write_amounts
-                                   + self.write_amounts)[-_MAX_WRITE_AMOUNTS:])
+
+class _Turns:
+    """The turns of a conversation, as `ConversationDetector.judge` walks it.
+
+    The walk tells it where a turn begins (:meth:`begin`) and what the writes of the turn
+    returned (``write_amounts``). The calls are read only for a turn with a reply to judge
+    (an agent judges its last reply only), each call once however many turns are
+    judged: the calls before a judged turn are read on from where the last one stopped.
+    """
+
+    def __init__(self, conv: Conversation, kinds: ToolKinds) -> None:
+        self._conv = conv
+        self._kinds = kinds
+        self.start = -1
+        self._end = 0
+        # The money the writes of this turn returned, and of the turns before it.
+        self.write_amounts: list[float] = []
+        self._earlier_write_amounts: list[float] = []
+        # The fields this turn's writes asked for that their results do not show.
+        self.unapplied: list[UnappliedField] = []
+        # The calls before position `_read_to`: names in the order first called, and what
+        # the calls of each did.
+        self._read_to = 0
+        self._earlier_names: dict[str, None] = {}
+        self._earlier_kinds: dict[str, frozenset[str] | None] = {}
+        # This turn's calls and the calls before it, once read.
+        self._calls: tuple[tuple[str, ...], dict[str, frozenset[str] | None],
+                           tuple[str, ...], dict[str, frozenset[str] | None]] | None = None
+
+    def begin(self, position: int) -> None:
+        """Move to the turn that holds ``position``: this turn's writes become earlier."""
+        self._earlier_write_amounts = (self._earlier_write_amounts
+                                       + self.write_amounts)[-_MAX_WRITE_AMOUNTS:]
+        self.write_amounts = []
+        self.unapplied = []
+        self.start, self._end = self._conv.turn_bounds(position)
+        self._calls = None
+
+    def state(self) -> _TurnState:
+        """What a reply of this turn is judged against, as things stand."""
+        if self._calls is None:
+            for _, call in self._conv.agent_calls(self._read_to, self.start):
+                self._earlier_names[call.name] = None
+                _add_kinds(self._earlier_kinds, call.name,
+                           self._kinds.of_call(call.name, call.arguments))
+            self._read_to = max(self._read_to, self.start)
+            turn_calls = self._conv.agent_calls(self.start, self._end)
+            call_kinds: dict[str, frozenset[str] | None] = {}
+            for _, call in turn_calls:
+                _add_kinds(call_kinds, call.name, self._kinds.of_call(call.name, call.arguments))
+            self._calls = (tuple(dict.fromkeys(c.name for _, c in turn_calls)), call_kinds,
+                           tuple(self._earlier_names), dict(self._earlier_kinds))
+        calls, call_kinds, earlier_calls, earlier_call_kinds = self._calls
+        return _TurnState(calls, earlier_calls, call_kinds, earlier_call_kinds,
+                          self.write_amounts, self._earlier_write_amounts, self.unapplied)
 
 
 def _grounded_result(arguments: str, grounds: Grounds) -> bool:

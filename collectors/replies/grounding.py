@@ -22,7 +22,8 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +33,20 @@ __all__ = ["Grounds", "UngroundedValue", "find_misreported_outcomes", "find_ungr
            "result_amounts"]
 
 # Money: a currency sign or code before the amount, or "dollars"/"USD" after it. Two
-# patterns, not one alternation: a pattern that starts with a character set lets the
-# engine skip to the next sign in C (10x faster on a reply full of digits), and the
-# suffix form, which must try every digit, runs only when its word occurs at all.
+# patterns, not one alternation: a pattern that starts with a literal or a character set
+# lets the engine skip to the next sign in C (10x faster on a reply full of digits), and
+# the suffix form, which must try every digit, runs only when its word occurs at all.
+# Each pattern's groups are the amount as written and its digits.
 _AMOUNT = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_SIGNED_MONEY_RE = re.compile(rf"(?:[$€£]|USD ?)\s?({_AMOUNT})")
-_SUFFIXED_MONEY_RE = re.compile(rf"({_AMOUNT})\s?(?:dollars|USD|usd)\b")
+# The signed form starts with a single set, "U" standing in for "USD" (checked just after
+# it, with no word character before it: "XUSD 5" is no amount): the engine finds a set
+# in C, but tries a branch such as "(?:[$€£]|USD ?)" at every position, several times
+# slower. Most texts have dollars only; their pattern starts with a literal, which the
+# engine finds faster still.
+_SIGNED_MONEY_RE = re.compile(rf"([$€£U](?:(?<=U)(?<!\wU)SD ?|(?<!U))\s?({_AMOUNT}))")
+_DOLLAR_MONEY_RE = re.compile(rf"(\$\s?({_AMOUNT}))")
+_OTHER_SIGNS = ("€", "£", "USD")
+_SUFFIXED_MONEY_RE = re.compile(rf"(({_AMOUNT})\s?(?:dollars|USD|usd)\b)")
 _MONEY_SUFFIXES = ("dollars", "USD", "usd")
 _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 # Digits of a number in a source, after thousands separators are dropped ("1,936").
@@ -68,10 +77,6 @@ _PERCENT_RE = re.compile(r"(\d{1,3}(?:\.\d{1,4})?)\s?(?:%|percent\b)")
 _MAX_GUESS_CHARS = 256
 
 
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
 def _money(text: str, limit: int) -> list[tuple[str, str]]:
     """The first ``limit`` money amounts of ``text``, in order: ``(as written, digits)``.
 
@@ -79,8 +84,9 @@ def _money(text: str, limit: int) -> list[tuple[str, str]]:
     step the form whose next match starts first is taken, and both look on from its end.
     """
     if not any(suffix in text for suffix in _MONEY_SUFFIXES):  # the usual case: one form
-        return [(m.group().strip(), m.group(1)) for m in itertools.islice(
-            (m for m in _SIGNED_MONEY_RE.finditer(text) if not _inside_word(text, m)), limit)]
+        pattern = (_SIGNED_MONEY_RE if any(sign in text for sign in _OTHER_SIGNS)
+                   else _DOLLAR_MONEY_RE)
+        return [(m[1], m[2]) for m in itertools.islice(pattern.finditer(text), limit)]
     out: list[tuple[str, str]] = []
     signed: re.Match[str] | None = None
     suffix: re.Match[str] | None = None
@@ -88,7 +94,7 @@ def _money(text: str, limit: int) -> list[tuple[str, str]]:
     pos = 0
     while len(out) < limit:
         if not signed_done and (signed is None or signed.start() < pos):
-            signed = _next_signed(text, pos)
+            signed = _SIGNED_MONEY_RE.search(text, pos)
             signed_done = signed is None
         if not suffix_done and (suffix is None or suffix.start() < pos):
             suffix = _SUFFIXED_MONEY_RE.search(text, pos)
@@ -97,23 +103,9 @@ def _money(text: str, limit: int) -> list[tuple[str, str]]:
         if not live:
             break
         taken = min(live, key=lambda m: m.start())
-        out.append((taken.group().strip(), taken.group(1)))
+        out.append((taken[1], taken[2]))
         pos = taken.end()
     return out
-
-
-def _next_signed(text: str, pos: int) -> re.Match[str] | None:
-    while (m := _SIGNED_MONEY_RE.search(text, pos)) is not None:
-        if not _inside_word(text, m):
-            return m
-        pos = m.start() + 1
-    return None
-
-
-def _inside_word(text: str, m: re.Match[str]) -> bool:
-    # "XUSD 5": no currency code inside a word.
-    start = m.start()
-    return text.startswith("USD", start) and start > 0 and _is_word_char(text[start - 1])
 
 
 def _number(text: str) -> float | None:
@@ -134,28 +126,24 @@ def _key(value: float) -> int:
 # snake-case prefix and a long number ("credit_card_4421486"). Lower-case words with
 # digits are mostly names of things ("base64", "utf8", "python3"), not results.
 _CODE_RE = re.compile(r"(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]+|[a-z]+(?:_[a-z]+)*_\d{4,}")
-# Words that may be codes (most words of a reply are not): runs of capitals and digits,
-# whose word boundaries are checked after the match (a pattern that starts with a
-# character set lets the engine skip ahead in C), and snake case ending in digits, looked
-# for only when the reply has an underscore before digits.
-_CAPS_CODE_RE = re.compile(r"[A-Z0-9]{5,40}")
+# Words that may be codes (most words of a reply are not): whole words of 5-40 capitals
+# and digits, and snake case ending in digits, looked for only when the reply has an
+# underscore before digits. The first pattern starts with a single character set, so
+# the engine skips in C to the next capital or digit (a pattern that starts with a
+# repeat or a lookbehind is tried at every position); the lookbehind after the first
+# character then checks the character before it is no word character.
+_CAPS_CODE_RE = re.compile(r"[A-Z0-9](?<!\w[A-Z0-9])[A-Z0-9]{4,39}(?!\w)")
 _SNAKE_CODE_RE = re.compile(r"\b[a-z][a-z_]{0,30}_\d{4,}\b")
 _SNAKE_HINT_RE = re.compile(r"_\d{4}")
 
 
 def _code_candidates(text: str) -> list[str]:
     """Words of ``text`` shaped like codes, in order."""
-    found: list[tuple[int, str]] = []
-    end_of_text = len(text)
-    for m in _CAPS_CODE_RE.finditer(text):
-        start, end = m.span()
-        if (start and _is_word_char(text[start - 1])) or (
-                end < end_of_text and _is_word_char(text[end])):
-            continue  # part of a longer word
-        found.append((start, m.group()))
-    if _SNAKE_HINT_RE.search(text):
-        found += [(m.start(), m.group()) for m in _SNAKE_CODE_RE.finditer(text)]
-        found.sort()
+    if not _SNAKE_HINT_RE.search(text):
+        return _CAPS_CODE_RE.findall(text)
+    found = [(m.start(), m.group()) for m in _CAPS_CODE_RE.finditer(text)]
+    found += [(m.start(), m.group()) for m in _SNAKE_CODE_RE.finditer(text)]
+    found.sort()
     return [word for _, word in found]
 # Units and versions in capitals are not ids either: "5GB", "4G", "2FA", "V2".
 _UNIT_RE = re.compile(r"\d+(?:GB|MB|KB|TB|G|FA|K|M|X|AM|PM|ST|ND|RD|TH)|V\d+|[A-Z]\d")
@@ -205,9 +193,13 @@ class Grounds:
 
     def __init__(self) -> None:
         self._texts: list[str] = []
-        # How many of `_texts` each index has read: words, numbers and times are read
-        # only when a reply first asks for that kind of value.
-        self._read_words = self._read_numbers = self._read_times = self._read_percents = 0
+        # The readings of `_texts`, looked up when a reply first asks about a value.
+        self._sources: list[_Source] = []
+        # How many of the sources each index has read: words, numbers (as cents, and as
+        # operands of derivations) and times are read only when a reply first asks for
+        # that kind of value.
+        self._read_words = self._read_numbers = self._read_operands = self._read_times = 0
+        self._read_percents = 0
         self._percents: set[int] = set()  # numbers the sources give as percentages
         self._words: set[str] = set()
         self._keys: set[int] = set()  # the sources' numbers, in cents
@@ -229,19 +221,28 @@ class Grounds:
         if text:
             self._texts.append(text)
 
+    def _new_sources(self, read: int) -> list[_Source]:
+        """The sources after the first ``read``, each looked up once per conversation."""
+        if len(self._sources) < len(self._texts):
+            self._sources += [_SOURCES.get(text) for text in self._texts[len(self._sources):]]
+        return self._sources[read:]
+
     def has_word(self, word: str) -> bool:
         """Whether ``word`` (lower-case) occurred as a word in the sources."""
-        for text in self._texts[self._read_words:]:
-            self._words.update(_SOURCES.words(text))
-        self._read_words = len(self._texts)
+        if self._read_words < len(self._texts):
+            for source in self._new_sources(self._read_words):
+                self._words.update(source.words())
+            self._read_words = len(self._texts)
         return word in self._words
 
-    def _read_new_numbers(self) -> None:
-        for text in self._texts[self._read_numbers:]:
-            self._keys.update(_SOURCES.keys(text))
-            # The latest numbers, as floats (read once per source): operands of sums.
-            self._recent = [*self._recent, *_SOURCES.operands(text)][-_MAX_OPERANDS:]
-        self._read_numbers = len(self._texts)
+    def _recent_operands(self) -> list[float]:
+        """The sources' latest numbers, as floats: the operands of sums and estimates
+        (needed only for a value not seen as it is)."""
+        if self._read_operands < len(self._texts):
+            for source in self._new_sources(self._read_operands):
+                self._recent = [*self._recent, *source.operands()][-_MAX_OPERANDS:]
+            self._read_operands = len(self._texts)
+        return self._recent
 
     def add_result(self, text: str) -> None:
         """Take a tool result as a source, keeping its money amounts for totals."""
@@ -262,7 +263,7 @@ class Grounds:
         if self.has_number(value) or self._results_total(value):
             return True
         for text in self._said[self._read_said:]:
-            self._said_keys.update(_keys_in(text))
+            self._said_keys.update(_SOURCES.get(text).keys())
         self._read_said = len(self._said)
         return _key(abs(value)) in self._said_keys
 
@@ -278,7 +279,7 @@ class Grounds:
     def add_guess(self, result: str) -> None:
         """Take the result of a calculation on a number no source gave: a reply stating
         it states a guess, however derivable it is from other values."""
-        self._guesses.update(_keys_in(result[:_MAX_GUESS_CHARS]))
+        self._guesses.update(_Source(result[:_MAX_GUESS_CHARS]).keys())
 
     def guessed(self, value: float) -> bool:
         """Whether ``value`` is a guess's result that no source stated itself."""
@@ -287,26 +288,29 @@ class Grounds:
 
     def has_time(self, clock: str) -> bool:
         """Whether the clock time ``"HH:MM"`` occurred in the sources."""
-        for text in self._texts[self._read_times:]:
-            if ":" in text:
-                self._times.update(_clock(m) for m in _TIME_RE.finditer(text))
-            self._times.update(_clock(m) for m in _HOUR_RE.finditer(text))
-        self._read_times = len(self._texts)
+        if self._read_times < len(self._texts):
+            for source in self._new_sources(self._read_times):
+                self._times.update(source.times())
+            self._read_times = len(self._texts)
         return clock in self._times
 
     def has_number(self, value: float) -> bool:
         """Whether ``value`` (its absolute value) occurred as a number in the sources."""
+        return _key(abs(value)) in self.number_keys()
+
+    def number_keys(self) -> AbstractSet[int]:
+        """The numbers of the sources so far, in cents (see `_key`); not to be changed."""
         if self._read_numbers < len(self._texts):
-            self._read_new_numbers()
-        return _key(abs(value)) in self._keys
+            for source in self._new_sources(self._read_numbers):
+                self._keys.update(source.keys())
+            self._read_numbers = len(self._texts)
+        return self._keys
 
     def rounds(self, value: float) -> bool:
         """Whether a seen number is within an estimate's reach of ``value`` (5%, at
         least 1): "about $46" for 45.99."""
-        if self._read_numbers < len(self._texts):
-            self._read_new_numbers()
         reach = max(1.0, _ESTIMATE_SHARE * abs(value))
-        return any(abs(abs(x) - abs(value)) <= reach for x in self._recent)
+        return any(abs(abs(x) - abs(value)) <= reach for x in self._recent_operands())
 
     def derivable(self, value: float, extra: Sequence[float] = (),
                   before: Sequence[float] = ()) -> bool:
@@ -329,7 +333,7 @@ class Grounds:
             key = _key(abs(x))
             return key in nearby or key in keys
 
-        for a in dict.fromkeys([*extra, *self._recent]):
+        for a in dict.fromkeys([*extra, *self._recent_operands()]):
             if seen(value - a) or seen(value + a):
                 return True
             if a not in (0.0, 1.0) and a in extra and (seen(value / a) or seen(value * a)):
@@ -347,30 +351,64 @@ class Grounds:
         return _key(value) in self._totals
 
 
-def _words_in(text: str) -> frozenset[str]:
-    return frozenset(_WORD_RE.findall(text.lower()))
+class _Source:
+    """What one source says (its words, numbers and times), each read when a reply first
+    asks for it, then kept. Two threads may both read one: the readings are pure, so
+    either result is the same."""
 
+    __slots__ = ("text", "_words", "_numbers", "_keys", "_operands", "_times")
 
-def _numbers_in(text: str) -> tuple[str, ...]:
-    # Numbers are kept as their digits (set building in C); a refund of -114 in a ledger
-    # is "$114" in a reply, and "1,936" is 1936.
-    return tuple(_DIGITS_RE.findall(_THOUSANDS_RE.sub("", text) if "," in text else text))
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._words: frozenset[str] | None = None
+        self._numbers: tuple[str, ...] | None = None
+        self._keys: frozenset[int] | None = None
+        self._operands: tuple[float, ...] | None = None
+        self._times: frozenset[str] | None = None
 
+    def words(self) -> frozenset[str]:
+        """The lower-cased words."""
+        if self._words is None:
+            self._words = frozenset(_WORD_RE.findall(self.text.lower()))
+        return self._words
 
-def _keys_in(text: str) -> frozenset[int]:
-    # Each number once, in cents: a lookup is one rounding and one set probe, not a
-    # string per spelling ("1936", "1936.0", "1936.00").
-    return frozenset(_key(v) for d in _SOURCES.numbers(text) if (v := _number(d)) is not None)
+    def numbers(self) -> tuple[str, ...]:
+        """The numbers, as digits, in order."""
+        if self._numbers is None:
+            # Numbers are kept as their digits (set building in C); a refund of -114 in
+            # a ledger is "$114" in a reply, and "1,936" is 1936.
+            text = self.text
+            self._numbers = tuple(_DIGITS_RE.findall(
+                _THOUSANDS_RE.sub("", text) if "," in text else text))
+        return self._numbers
 
+    def keys(self) -> frozenset[int]:
+        """The numbers in cents."""
+        if self._keys is None:
+            # Each number once, in cents: a lookup is one rounding and one set probe, not
+            # a string per spelling ("1936", "1936.0", "1936.00").
+            self._keys = frozenset(_key(v) for d in self.numbers()
+                                   if (v := _number(d)) is not None)
+        return self._keys
 
-def _operands_in(text: str) -> tuple[float, ...]:
-    # The latest numbers of a source, as floats: the operands of derivations.
-    return tuple(v for d in _SOURCES.numbers(text)[-_MAX_OPERANDS:]
-                 if (v := _number(d)) is not None)
+    def operands(self) -> tuple[float, ...]:
+        """The last numbers as floats: the operands of sums and differences."""
+        if self._operands is None:
+            self._operands = tuple(v for d in self.numbers()[-_MAX_OPERANDS:]
+                                   if (v := _number(d)) is not None)
+        return self._operands
+
+    def times(self) -> frozenset[str]:
+        """Clock times ("14:05", "2:05 pm") and bare hours ("11am"), as "HH:MM"."""
+        if self._times is None:
+            times = {_clock(m) for m in _clock_times(self.text)}
+            times.update(_clock(m) for m in _HOUR_RE.finditer(self.text))
+            self._times = frozenset(times)
+        return self._times
 
 
 class _SourceReadings:
-    """What each source says (its words, its numbers), read once and kept.
+    """What each source says, read once and kept.
 
     An agent checks its conversation after every reply, and all but the newest messages
     are the same strings as last time. Kept by characters, least recently used first out,
@@ -381,52 +419,47 @@ class _SourceReadings:
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self._chars = 0
-        self._entries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._entries: OrderedDict[str, _Source] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _read(self, text: str, kind: str, reader: Callable[[str], Any]) -> Any:
+    def get(self, text: str) -> _Source:
+        """The readings of ``text``: kept ones, or new ones (read on first use)."""
         with self._lock:
-            entry = self._entries.get(text)
-            if entry is not None:
+            source = self._entries.get(text)
+            if source is not None:
                 self._entries.move_to_end(text)
-                if kind in entry:
-                    return entry[kind]
-        value = reader(text)  # outside the lock: other threads read other sources
-        with self._lock:
-            entry = self._entries.get(text)
-            if entry is None:
-                entry = self._entries[text] = {}
-                self._chars += len(text)
-                while self._chars > self._budget and len(self._entries) > 1:
-                    evicted, _ = self._entries.popitem(last=False)
-                    self._chars -= len(evicted)
-            entry[kind] = value
-        return value
-
-    def words(self, text: str) -> frozenset[str]:
-        """The lower-cased words of a source."""
-        result: frozenset[str] = self._read(text, "words", _words_in)
-        return result
-
-    def numbers(self, text: str) -> tuple[str, ...]:
-        """The numbers of a source, as digits, in order."""
-        result: tuple[str, ...] = self._read(text, "numbers", _numbers_in)
-        return result
-
-    def keys(self, text: str) -> frozenset[int]:
-        """The numbers of a source in cents."""
-        result: frozenset[int] = self._read(text, "keys", _keys_in)
-        return result
-
-    def operands(self, text: str) -> tuple[float, ...]:
-        """The last numbers of a source as floats, for sums and differences."""
-        result: tuple[float, ...] = self._read(text, "operands", _operands_in)
-        return result
+                return source
+            source = self._entries[text] = _Source(text)
+            self._chars += len(text)
+            while self._chars > self._budget and len(self._entries) > 1:
+                evicted, _ = self._entries.popitem(last=False)
+                self._chars -= len(evicted)
+            return source
 
 
 # Characters of sources whose readings are kept: a few long conversations' worth.
 _SOURCE_CACHE_CHARS = 4 * 1024 * 1024
 _SOURCES = _SourceReadings(_SOURCE_CACHE_CHARS)
+
+
+def _clock_times(text: str) -> list[re.Match[str]]:
+    """``list(_TIME_RE.finditer(text))``, trying the pattern only where a time can start:
+    one or two characters before a colon (found by str.find in C), not at every
+    character. Tried in order and each from the end of the last match, as finditer does;
+    the pattern sees the characters before where it is tried, for its lookbehind."""
+    out: list[re.Match[str]] = []
+    end = 0
+    colon = text.find(":")
+    while colon >= 0:
+        for start in (colon - 2, colon - 1):  # the hour is one or two characters
+            if start >= end:
+                found = _TIME_RE.match(text, start)
+                if found is not None:
+                    out.append(found)
+                    end = found.end()
+                    break
+        colon = text.find(":", max(colon + 1, end))
+    return out
 
 
 def _clock(m: re.Match[str]) -> str:
@@ -458,15 +491,23 @@ def find_ungrounded(reply: str, grounds: Grounds,
     found = [(written, v) for written, digits in _money(reply, _MAX_VALUES)
              if (v := _number(digits)) is not None]
     amounts = [v for _, v in found]
-    # Most replies estimate nothing: look for the words once, not before every amount.
-    lowered = reply.lower() if found else ""
-    estimates = any(w in lowered for w in _ESTIMATE_WORDS)
-    at = 0
+    seen = grounds.number_keys() if found else frozenset()
+    # Whether the reply estimates, and where each amount is written (each looked for
+    # from where the one before it was found): read at the first amount not seen as it
+    # is, since most replies' amounts all are (and most replies estimate nothing).
+    estimates: bool | None = None
+    at = placed = 0
     for i, (written, value) in enumerate(found):
-        if value == 0:
-            continue
+        if value == 0 or _key(abs(value)) in seen:
+            continue  # seen as it is (most values): no estimate or derivation to try
+        if estimates is None:
+            lowered = reply.lower()
+            estimates = any(w in lowered for w in _ESTIMATE_WORDS)
         if estimates:
-            at = max(reply.find(written, at), at)
+            for earlier, earlier_value in found[placed:i + 1]:
+                if earlier_value != 0:
+                    at = max(reply.find(earlier, at), at)
+            placed = i + 1
             if _ESTIMATE_RE.search(reply, max(0, at - 24), at) and grounds.rounds(value):
                 continue
         # The amounts around it in the reply: the legs a total adds up, the fare a
@@ -478,7 +519,9 @@ def find_ungrounded(reply: str, grounds: Grounds,
         elif not grounds.derivable(value, nearby, amounts[max(0, i - _TOTAL_TERMS):i]):
             out.setdefault(written, UngroundedValue("money", written))
     money_digits: set[str] | None = None  # "$12345678" is money, not an id
-    for word in _code_candidates(reply):
+    # Each word once (a reply names its reservation again and again): whether a word is
+    # grounded does not depend on where it stands.
+    for word in dict.fromkeys(_code_candidates(reply)):
         if word.lower() in skip or not _is_code(word):
             continue
         if word.isdigit():
@@ -490,7 +533,7 @@ def find_ungrounded(reply: str, grounds: Grounds,
         if not grounds.has_word(word.lower()):
             out.setdefault(word, UngroundedValue("code", word))
     if ":" in reply:
-        for m in _TIME_RE.finditer(reply):
+        for m in _clock_times(reply):
             if not grounds.has_time(_clock(m)):
                 out.setdefault(m.group().strip(), UngroundedValue("time", m.group().strip()))
     return list(out.values())

@@ -11,13 +11,16 @@ shapes.
 from __future__ import annotations
 
 import json
+import re
+import string
+import sys
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from guardtrace.collectors.errors import GuardInputError
-from guardtrace.collectors.replies.claims import DONE, NOW, find_claims
+from guardtrace.collectors.replies.claims import _UNLOWERED_LETTERS, DONE, NOW, find_claims
 from guardtrace.collectors.replies.conversation import read_conversation
 from guardtrace.collectors.replies.conversation_guard import (
     ConversationDetector,
@@ -177,6 +180,51 @@ def test_unreadable_conversations_are_refused_with_the_position(messages: Any,
 def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> None:
     (claim,) = find_claims(text)
     assert (claim.kind, claim.time) == (kind, when)
+
+
+@pytest.mark.parametrize(("text", "verb", "when"), [
+    # Patterns whose starts are found in the lower-cased reply: any space after "I" or
+    # "we", and letters that a case-insensitive pattern takes for others ("ı" for "i").
+    ("I've run the tests.", "run", DONE),
+    ("I\thave run the tests.", "run", DONE),
+    ("WE HAVE RUN THE TESTS.", "run", DONE),
+    ("ı've run the tests.", "run", DONE),
+    ("Let me\u00a0run the tests.", "run", NOW),
+    ("I’ve called the search_flights tool.", "called", DONE),
+    ("The cancellation went through.", "cancel", DONE),
+    ("The cancellation request has been completed.", "cancel", DONE),
+    ("Sure, still working on the fix.", "working", NOW),
+    ("Beginning the refactor of the parser now.", "beginning", NOW),
+    # Patterns that need a whole word ("now", not the one in "know").
+    ("Updating your reservation now.", "update", NOW),
+    ("The payment was now processed.", "process", DONE),
+    ("My check confirmed the refund.", "check", DONE),
+    # "ſearch" is "search" to the pattern; the lower-cased text holds it only in "research".
+    ("We did some research. The ſearch shows two flights.", "check", DONE),
+])
+def test_claims_whose_start_is_looked_for_before_the_pattern_runs(text: str, verb: str,
+                                                                   when: str) -> None:
+    (claim,) = find_claims(text)
+    assert (claim.verb, claim.time) == (verb, when)
+
+
+def test_the_letters_lower_casing_hides_from_start_finders_are_the_known_ones() -> None:
+    # Start finders read the lower-cased reply case-sensitively, which finds every start
+    # of a case-insensitive pattern only where each character the pattern takes for a
+    # letter lower-cases to that letter. Replies with the exceptions are not read so.
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    taken = {c for letter in string.ascii_lowercase
+             for c in re.findall(f"[{letter}]", every, re.IGNORECASE) if c.lower() != letter}
+    two_characters = {c for c in taken if len(c.lower()) > 1}  # no offsets: never read so
+    assert taken - two_characters == set(_UNLOWERED_LETTERS)
+
+
+def test_lower_casing_makes_no_word_character_of_another() -> None:
+    # A pattern's whole word stays one in the lower-cased reply (the needed-words test
+    # relies on it): no character outside \w lower-cases to one inside it.
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    outside = re.sub(r"\w", "", every)
+    assert re.search(r"\w", outside.lower()) is None
 
 
 @pytest.mark.parametrize("text", [
