@@ -286,8 +286,17 @@ class ConsumerProcess:
         self.sampler = RssSampler(self.process.pid).__enter__()
         self.assigned = threading.Event()
         self.stderr_lines: list[str] = []
-        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
-        self._reader.start()
+        self._stdout: list[str] = []
+        # Each pipe has one reader: communicate() beside the stderr thread would read
+        # stderr from two threads at once (lines lost or run together, a closed file).
+        self._readers = [threading.Thread(target=self._read_stderr, daemon=True),
+                         threading.Thread(target=self._read_stdout, daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        self._stdout.extend(self.process.stdout)
 
     def _read_stderr(self) -> None:
         assert self.process.stderr is not None
@@ -306,18 +315,19 @@ class ConsumerProcess:
     def finish(self, timeout_s: float) -> tuple[dict[str, Any], float, float]:
         """Wait for the result: ``(result, peak RSS MB, peak anonymous RSS MB)``."""
         try:
-            out, _ = self.process.communicate(timeout=timeout_s)
+            self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.communicate()
+            self.process.wait()
             raise RuntimeError(f"consumer process timed out after {timeout_s:.0f} s") from None
         finally:
             self.sampler.__exit__()
-            self._reader.join(5)
+            for reader in self._readers:
+                reader.join(5)
         if self.process.returncode != 0:
             raise RuntimeError(f"consumer process failed with status {self.process.returncode}:"
                                f"\n{''.join(self.stderr_lines[-20:])}")
-        lines = [line for line in out.splitlines() if line.strip()]
+        lines = [line for line in self._stdout if line.strip()]
         result = json.loads(lines[-1])
         peak_kb = max(self.sampler.peak_hwm_kb, self.sampler.peak_rss_kb,
                       int(result.get("ru_maxrss_kb", 0)))
