@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ...schemas import names
 from ..emit.internal import count_internal, log_rate_limited
+from .kafka_partition import partition_for
 from .kafka_producer import LazyProducer
 from .otlp_span_encoder import encode_trace_request
 from .otlp_split import (
@@ -61,10 +62,15 @@ def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: Spli
     if kafka is None:
         _count_dropped(signal, "kafka_unavailable", sum(split.item_counts))
         return False
+    partition = _partition(kafka, topic, key)
     ok = True
     for message, items in zip(split.messages, split.item_counts, strict=True):
         try:
-            future = kafka.send(topic, key=key, value=message, headers=_HEADERS)
+            if partition is None:
+                future = kafka.send(topic, key=key, value=message, headers=_HEADERS)
+            else:
+                future = kafka.send(topic, key=key, value=message, headers=_HEADERS,
+                                    partition=partition)
         except Exception as exc:  # noqa: BLE001 - KafkaTimeoutError, buffer full, closed
             log_rate_limited(f"send-{signal}", "guardtrace could not queue %s for Kafka: %r",
                              signal, exc)
@@ -73,6 +79,18 @@ def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: Spli
             continue
         future.add_errback(_delivery_failed, signal, items)
     return ok
+
+
+def _partition(kafka: Any, topic: str, key: bytes | None) -> int | None:
+    """The default partitioner's choice for ``key`` (kafka_partition.py says why it is
+    computed here); None leaves it to ``send``: no key, or no partitions known yet."""
+    if key is None:
+        return None
+    try:
+        partitions = kafka.partitions_for(topic)
+    except Exception:  # noqa: BLE001 - no metadata yet: send() waits for it, as before
+        return None
+    return partition_for(key, sorted(partitions)) if partitions else None
 
 
 def _delivery_failed(exc: BaseException, signal: str, items: int) -> None:
