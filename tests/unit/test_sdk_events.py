@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace import Span as SdkSpan
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 
 from guardtrace.collectors.emit import sdk_events
 from guardtrace.collectors.emit.sdk_events import add_event
