@@ -6,8 +6,8 @@ and event (a ``KeyValue`` holding an ``AnyValue``), then serializes the tree. On
 events that was the largest part of the agent's CPU per event, more than recording the
 event. Here each message is written as bytes, field by field, in field-number order as
 the protobuf runtime writes it, and a guard event's attributes are mostly values seen
-before (module, tier, agent, tool names), so each (key, string value) pair is encoded
-once and its bytes reused.
+before (module, tier, agent, tool names), so each (key, value) pair of a string, an int
+or a tuple of strings is encoded once and its bytes reused.
 
 What goes out is what the SDK's encoder would send: spans grouped by resource, then by
 instrumentation scope (equal objects share a group, as in its dicts), in the order they
@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
 
 from ..emit.attribute_items import attribute_items
 
@@ -48,7 +49,6 @@ _SPAN_SPAN_ID = b"\x12\x08"
 _SPAN_TRACE_STATE = b"\x1a"
 _SPAN_PARENT_ID = b"\x22\x08"
 _SPAN_NAME = b"\x2a"
-_SPAN_KIND = b"\x30"
 _SPAN_START = b"\x39"
 _SPAN_END = b"\x41"
 _SPAN_ATTRIBUTES = b"\x4a"
@@ -74,6 +74,9 @@ _FLAGS_IS_REMOTE = 0x200
 _FLAGS_LOCAL = struct.pack("<I", _FLAGS_HAS_IS_REMOTE)
 _FLAGS_REMOTE = struct.pack("<I", _FLAGS_HAS_IS_REMOTE | _FLAGS_IS_REMOTE)
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# The kind field of each span kind (the API's INTERNAL=0 is OTLP's SPAN_KIND_INTERNAL=1).
+_KIND_FIELDS = {kind: b"\x30" + bytes((kind.value + 1,)) for kind in SpanKind}
+_REMEMBERED_KINDS = frozenset((str, int, tuple))
 
 _fixed64 = struct.Struct("<Q").pack
 _double = struct.Struct("<d").pack
@@ -147,61 +150,64 @@ def _items(attributes: Any) -> Iterable[tuple[Any, Any]]:
 
 
 class _Writer:
-    """The encoder's memory: encoded (key, value) pairs, resources and scopes."""
+    """The encoder's memory: encoded attribute fields and names, resources and scopes."""
 
     def __init__(self) -> None:
-        # key -> value -> encoded KeyValue (two lookups allocate nothing, a tuple key
-        # would: one more object for the collector per attribute)
-        self.pairs: dict[Any, dict[Any, bytes]] = {}
-        self.pairs_remembered = 0
-        self.names: dict[str, bytes] = {}
+        # tag -> key -> value -> the whole field (tag, length, KeyValue): nested, so a
+        # lookup allocates nothing (a tuple key would, per attribute)
+        self.fields: dict[bytes, dict[Any, dict[Any, bytes]]] = {}
+        self.fields_remembered = 0
+        self.names: dict[bytes, dict[str, bytes]] = {}  # tag -> name -> field
         self.resources: dict[int, tuple[Any, bytes]] = {}
         self.scopes: dict[int, tuple[Any, bytes]] = {}
 
     # -- attributes ------------------------------------------------------------------
     def attributes(self, tag: bytes, attributes: Any, parts: list[bytes]) -> None:
         """Append each attribute as a ``tag`` field (a KeyValue) to ``parts``."""
-        pairs = self.pairs
+        by_key = self.fields.get(tag)
+        if by_key is None:
+            by_key = self.fields.setdefault(tag, {})
         for key, value in _items(attributes):
-            kind = type(value)
             # Strings, ints and tuples of strings are remembered. No two of these kinds
             # compare equal (True and 1.0 are not among them), so a hit is the same value.
-            if kind is str or kind is int or kind is tuple:
-                values = pairs.get(key)
+            if type(value) in _REMEMBERED_KINDS:
+                values = by_key.get(key)
                 try:
-                    encoded = values.get(value) if values is not None else None
+                    field = values.get(value) if values is not None else None
                 except TypeError:  # a tuple holding a dict: not hashable, not remembered
                     parts.append(_field(tag, _key_value(key, value)))
                     continue
-                if encoded is None:
-                    body = _key_value(key, value)
-                    encoded = _varint(len(body)) + body
-                    if len(encoded) <= _MEMO_MAX_BYTES and (
-                            kind is not tuple or all(type(v) is str for v in value)):
-                        self._remember(key, value, encoded)
-                parts.append(tag)
-                parts.append(encoded)
+                if field is None:
+                    field = _field(tag, _key_value(key, value))
+                    if len(field) <= _MEMO_MAX_BYTES and (
+                            type(value) is not tuple or all(type(v) is str for v in value)):
+                        self._remember(by_key, key, value, field)
+                parts.append(field)
             else:
                 parts.append(_field(tag, _key_value(key, value)))
 
-    def _remember(self, key: Any, value: Any, encoded: bytes) -> None:
-        if self.pairs_remembered >= _MEMO_ENTRIES:
-            self.pairs.clear()
-            self.pairs_remembered = 0
-        self.pairs.setdefault(key, {})[value] = encoded
-        self.pairs_remembered += 1
+    def _remember(self, by_key: dict[Any, dict[Any, bytes]], key: Any, value: Any,
+                  field: bytes) -> None:
+        if self.fields_remembered >= _MEMO_ENTRIES:
+            self.fields.clear()  # by_key goes with it once the caller's loop ends
+            self.fields_remembered = 0
+        by_key.setdefault(key, {})[value] = field
+        self.fields_remembered += 1
 
     def name(self, tag: bytes, name: Any) -> bytes:
-        """``tag`` and ``name``, or nothing for an empty name (a proto3 default)."""
-        encoded = self.names.get(name) if type(name) is str else None
-        if encoded is None:
+        """The ``tag`` field of ``name``, or nothing for an empty name (a proto3 default)."""
+        by_name = self.names.get(tag)
+        if by_name is None:
+            by_name = self.names.setdefault(tag, {})
+        field = by_name.get(name) if type(name) is str else None
+        if field is None:
             text = _text(name) if name is not None else b""
-            encoded = _field(b"", text) if text else b""
-            if type(name) is str and len(encoded) <= _MEMO_MAX_BYTES:
-                if len(self.names) >= _MEMO_ENTRIES:
-                    self.names.clear()
-                self.names[name] = encoded
-        return tag + encoded if encoded else b""
+            field = _field(tag, text) if text else b""
+            if type(name) is str and len(field) <= _MEMO_MAX_BYTES:
+                if len(by_name) >= _MEMO_ENTRIES:
+                    by_name.clear()
+                by_name[name] = field
+        return field
 
     # -- spans -------------------------------------------------------------------------
     def span(self, span: ReadableSpan) -> bytes:
@@ -219,7 +225,7 @@ class _Writer:
         if parent:
             parts += (_SPAN_PARENT_ID, parent.span_id.to_bytes(8, "big"))
         parts.append(self.name(_SPAN_NAME, span.name))
-        parts += (_SPAN_KIND, _varint(span.kind.value + 1))  # INTERNAL=0 is 1 in OTLP
+        parts.append(_KIND_FIELDS[span.kind])
         if span.start_time:
             parts += (_SPAN_START, _fixed64(span.start_time))
         if span.end_time:
@@ -228,7 +234,8 @@ class _Writer:
         if span.dropped_attributes:
             parts += (_SPAN_DROPPED_ATTRIBUTES, _varint(span.dropped_attributes))
         for event in span.events:
-            parts.append(_field(_SPAN_EVENTS, self.event(event)))
+            body = self.event(event)
+            parts += (_SPAN_EVENTS, _varint(len(body)), body)
         if span.dropped_events:
             parts += (_SPAN_DROPPED_EVENTS, _varint(span.dropped_events))
         for link in span.links:
