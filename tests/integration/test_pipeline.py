@@ -17,6 +17,7 @@ from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import GuardTelemetry
 from guardtrace.schemas import names
 from guardtrace.store.writer import ClickHouseWriter
+from tests.support.agent_thread import watch_kafka_waits
 from tests.support.topic_reader import read_records
 
 from .conftest import Pipeline, wait_for
@@ -202,7 +203,6 @@ def test_clickhouse_failure_is_retried_without_commit_then_recovers(pipeline: Pi
 def test_kafka_down_hooks_return_promptly_and_drops_are_counted(
         broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from guardtrace.collectors.emit.telemetry import internal_totals
-    from guardtrace.collectors.export.kafka_producer import LazyProducer
     from guardtrace.transport.broker import EmbeddedBroker, free_port
 
     own = EmbeddedBroker(free_port()).start()
@@ -215,17 +215,7 @@ def test_kafka_down_hooks_return_promptly_and_drops_are_counted(
     # Promptly: nothing that can wait for Kafka (asking for the producer waits for a
     # connection, a send up to max_block_ms) runs on the caller's thread. A wall-clock
     # bound would let a busy machine decide instead.
-    waited_on: list[str] = []
-    for owner, method in ((LazyProducer, "get"), (KafkaProducer, "send")):
-        original = getattr(owner, method)
-
-        def watched(*args: Any, __original: Any = original, __name: str = method,
-                    **kwargs: Any) -> Any:
-            if threading.current_thread() is threading.main_thread():
-                waited_on.append(__name)
-            return __original(*args, **kwargs)
-
-        monkeypatch.setattr(owner, method, watched)
+    waited_on = watch_kafka_waits(monkeypatch)
     for i in range(500):
         guard.event(names.EVENT_FABRICATION_DETECTED, f"r{i}", {names.ATTR_TIER: "action"})
         guard.count(names.METRIC_FABRICATIONS, agent="a", labels={names.ATTR_TIER: "action"})

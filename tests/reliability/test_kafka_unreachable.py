@@ -23,24 +23,21 @@ from __future__ import annotations
 
 import logging
 import statistics
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable
-from typing import Any
 
 import pytest
-from kafka import KafkaProducer
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import internal_totals
-from guardtrace.collectors.export.kafka_producer import LazyProducer
 from guardtrace.schemas import names
 from guardtrace.store.queries import collector_drops
 from guardtrace.transport.broker import EmbeddedBroker, free_port
 from guardtrace.transport.topics import ensure_topics
+from tests.support.agent_thread import watch_kafka_waits
 
 from .conftest import Pipeline, wait_for
 from .scale import FULL, size
@@ -134,17 +131,7 @@ def test_kafka_unreachable_hooks_stay_fast_memory_stays_bounded_drops_are_counte
 
     # What would make a hook wait for Kafka: asking for the producer (it waits up to
     # wait_s for a connection) or a send (max_block_ms) on the agent's own thread.
-    waited_on: list[str] = []
-    for owner, method in ((LazyProducer, "get"), (KafkaProducer, "send")):
-        original = getattr(owner, method)
-
-        def watched(*args: Any, __original: Any = original, __name: str = method,
-                    **kwargs: Any) -> Any:
-            if threading.current_thread() is threading.main_thread():
-                waited_on.append(__name)
-            return __original(*args, **kwargs)
-
-        monkeypatch.setattr(owner, method, watched)
+    waited_on = watch_kafka_waits(monkeypatch)
 
     with caplog.at_level(logging.WARNING, logger="guardtrace.collectors"):
         down = run_turns(TURNS, "down")

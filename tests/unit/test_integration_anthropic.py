@@ -28,6 +28,7 @@ from guardtrace.collectors.testing import Capture, capture
 from guardtrace.integrations import anthropic as gt_anthropic
 from guardtrace.schemas import names
 from tests.support.llm_wire import ScriptedAPI, anthropic_events, anthropic_message
+from tests.support.verification_cases import ANSWER, SPELLED, STRAWBERRY, verification_events
 
 MODEL = "claude-sonnet-4-6"
 WEATHER_TOOL = {"name": "get_weather", "description": "Current weather for a city",
@@ -241,14 +242,7 @@ def test_acting_leaves_the_stream_helper_as_it_came(cap: Capture) -> None:
 
 # -- forced verification (verify=True) -----------------------------------------------------
 
-STRAWBERRY = "How many r's are in strawberry?"
-SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
-ANSWER = "There are three r's in strawberry."
 
-
-def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
-    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
-            for e in cap.events() if e.name.startswith("llm.verification")]
 
 
 def assert_verified(verifying: dict[str, Any], final: dict[str, Any]) -> None:

@@ -43,6 +43,7 @@ from guardtrace.integrations.langchain import (
     GuardtraceCallbackHandler,
 )
 from guardtrace.schemas import names
+from tests.support.verification_cases import ANSWER, SPELLED, STRAWBERRY, verification_events
 
 with warnings.catch_warnings():
     # create_react_agent moved to the `langchain` package, which the extra does not
@@ -474,14 +475,7 @@ def test_the_documented_nudging_loop_runs_as_written(cap: Capture) -> None:
 
 # --- forced verification with one argument (verify=True) -------------------------------------
 
-STRAWBERRY = "How many r's are in strawberry?"
-SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
-ANSWER = "There are three r's in strawberry."
 
-
-def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
-    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
-            for e in cap.events() if e.name.startswith("llm.verification")]
 
 
 def assert_verified(model: ScriptedChatModel) -> None:

@@ -33,6 +33,7 @@ from tests.support.llm_wire import (
     response_events,
     response_object,
 )
+from tests.support.verification_cases import ANSWER, SPELLED, STRAWBERRY, verification_events
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city",
@@ -401,15 +402,7 @@ def test_acting_leaves_a_stream_as_it_came(cap: Capture) -> None:
 
 # -- forced verification (verify=True) -----------------------------------------------------
 
-STRAWBERRY = "How many r's are in strawberry?"
-SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
-ANSWER = "There are three r's in strawberry."
 
-
-def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
-    """(name, request id, agent) of each verification lifecycle event."""
-    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
-            for e in cap.events() if e.name.startswith("llm.verification")]
 
 
 def assert_verified(verifying: dict[str, Any], final: dict[str, Any],

@@ -48,6 +48,7 @@ from guardtrace.integrations.openai_agents import (
     install_tracing,
 )
 from guardtrace.schemas import names
+from tests.support.verification_cases import ANSWER, SPELLED, STRAWBERRY, verification_events
 
 WEATHER = "I checked the weather: it is sunny in Oslo, with light winds."
 BOOKED = "It is sunny in Oslo. I've booked your hotel there for tonight."
@@ -313,9 +314,6 @@ def test_the_documented_verification_recipe_runs_as_written(cap: Capture) -> Non
 
 # --- forced verification with one argument (verify=True) -------------------------------------
 
-STRAWBERRY = "How many r's are in strawberry?"
-SPELLED = "s-t-r-a-w-b-e-r-r-y: r at positions 3, 8 and 9, so strawberry has 3 r's."
-ANSWER = "There are three r's in strawberry."
 
 
 def reason_call(call_id: str = "r1") -> ResponseFunctionToolCall:
@@ -323,10 +321,6 @@ def reason_call(call_id: str = "r1") -> ResponseFunctionToolCall:
                                     name=REASON_TOOL_NAME,
                                     arguments=json.dumps({"question": STRAWBERRY}))
 
-
-def verification_events(cap: Capture) -> list[tuple[str, str, Any]]:
-    return [(e.name, e.attributes[names.ATTR_REQUEST_ID], e.attributes.get(names.ATTR_AGENT))
-            for e in cap.events() if e.name.startswith("llm.verification")]
 
 
 def test_the_guard_forces_the_reason_tool_on_a_character_level_question(
