@@ -30,6 +30,10 @@ CONTENT_TYPE_PAYLOAD: Final = b"application/vnd.guardtrace.payload+json;zstd"
 # --- Instrumentation scope ----------------------------------------------------------
 INSTRUMENTATION_NAME: Final = "guardtrace"
 
+# --- Forced verification's tool -------------------------------------------------------
+# The tool the questions family offers and the replies family reads as a check done.
+REASON_TOOL_NAME: Final = "reason"
+
 # --- Span events --------------------------------------------------------------------
 # Family 1: hallucinated tools and agents in plans (names from the field report).
 EVENT_HALLUCINATION_DETECTED: Final = "llm.hallucination_detected"

@@ -13,6 +13,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from ...schemas import names
 from ..errors import GuardInputError
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 
 ToolStyle = Literal["openai", "anthropic"]
 
-REASON_TOOL_NAME = "reason"
+REASON_TOOL_NAME = names.REASON_TOOL_NAME
 NUDGE_PREFIX = "[REASONING BUDGET]"
 
 REASON_SYSTEM_PROMPT = (

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..questions.reason_tool import REASON_TOOL_NAME
+from ...schemas.names import REASON_TOOL_NAME
 from .claims import Claim
 from .tool_kinds import BOTH, ToolKinds, name_words
 from .verbs import CONCESSION_VERBS, EXECUTE_VERBS, READ, WRITE, verb_kind
