@@ -52,9 +52,8 @@ from .tool_kinds import ToolKinds
 from .verbs import READ, WRITE
 from .write_outcomes import (
     UnappliedField,
+    after_write,
     find_contradicted_fields,
-    settle_fields,
-    unapplied_fields,
 )
 
 __all__ = [
@@ -252,9 +251,8 @@ class ConversationDetector:
                         source = message.text[:_MAX_SOURCE_CHARS]
                         turns.write_amounts = (turns.write_amounts + result_amounts(
                             source))[-_MAX_WRITE_AMOUNTS:]
-                        turns.unapplied = (settle_fields(turns.unapplied, source)
-                                           + unapplied_fields(call.arguments, source)
-                                           )[-_MAX_UNAPPLIED:]
+                        turns.unapplied = after_write(turns.unapplied, call.arguments,
+                                                      source)[-_MAX_UNAPPLIED:]
                 else:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
                     if message.role == "user":

@@ -27,7 +27,7 @@ from typing import Any
 
 from .claims import sentences
 
-__all__ = ["UnappliedField", "find_contradicted_fields", "may_report_outcome",
+__all__ = ["UnappliedField", "after_write", "find_contradicted_fields", "may_report_outcome",
            "outcome_reports", "settle_fields", "unapplied_fields"]
 
 # Reported as done, in the past: "has been charged", "was upgraded", "successfully booked".
@@ -113,7 +113,25 @@ def unapplied_fields(arguments: str, result: str) -> list[UnappliedField]:
         which the requested one can be stated in words; empty when either side is not a
         JSON object.
     """
-    args, shown = _object(arguments), _object(result)
+    return _unapplied(_object(arguments), _object(result))
+
+
+def settle_fields(pending: Sequence[UnappliedField], result: str) -> list[UnappliedField]:
+    """``pending`` without the fields a later write's ``result`` shows as requested (a
+    retry that took)."""
+    return _settled(pending, _object(result)) if pending else []
+
+
+def after_write(pending: Sequence[UnappliedField], arguments: str, result: str
+                ) -> list[UnappliedField]:
+    """The fields still unapplied after a write: ``pending`` settled by its ``result``,
+    then what it asked for and its result does not show (the result read once)."""
+    shown = _object(result)
+    return _settled(pending, shown) + _unapplied(_object(arguments), shown)
+
+
+def _unapplied(args: dict[str, Any] | None, shown: dict[str, Any] | None
+               ) -> list[UnappliedField]:
     if not args or not shown:
         return []
     out: list[UnappliedField] = []
@@ -126,12 +144,8 @@ def unapplied_fields(arguments: str, result: str) -> list[UnappliedField]:
     return out
 
 
-def settle_fields(pending: Sequence[UnappliedField], result: str) -> list[UnappliedField]:
-    """``pending`` without the fields a later write's ``result`` shows as requested (a
-    retry that took)."""
-    if not pending:
-        return []
-    shown = _object(result)
+def _settled(pending: Sequence[UnappliedField], shown: dict[str, Any] | None
+             ) -> list[UnappliedField]:
     if not shown:
         return list(pending)
     return [f for f in pending
