@@ -228,6 +228,10 @@ _NAME_BACK = re.compile(r"[A-Za-z0-9_.\-]{0,40}$")
 
 # -- a bare token: a maximal run of token characters, judged in Python --------------------
 _BARE = r"[A-Za-z0-9_\-+/=.~%|]"
+# The longest bare token the pattern takes (a longer run is cut into several matches):
+# bounds the work of one decision.
+_BARE_CAP = 1024
+_BARE_REST = re.compile(_BARE + "*+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _HEXISH = re.compile(r"[0-9a-fA-F\-]+")
 _DIGIT = re.compile(r"[0-9]")
@@ -444,10 +448,24 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
             if (_ID_BEFORE.search(left + "=") or NOT_SECRET_NAME.search(left)
                     or not looks_random(value)):
                 return None
-            return off + eq + 1, _through_symbols(text, off + len(core)), "high_entropy"
+            return off + eq + 1, _bare_end(m, text, off + len(core)), "high_entropy"
     if not looks_random(core) or named_id_before(text, start):
         return None
-    return off, _through_symbols(text, off + len(core)), "high_entropy"
+    return off, _bare_end(m, text, off + len(core)), "high_entropy"
+
+
+def _bare_end(m: Any, text: str, end: int) -> int:
+    """Where the redaction of a bare token that ends at ``end`` stops: past a password
+    symbol tail, and past the rest of its run when the pattern cut the run at
+    ``_BARE_CAP`` characters (the rest is the same token, and its next match starts
+    mid-word, where no token may start: left alone, it would leak)."""
+    if m.end() - m.start() >= _BARE_CAP and m.end() < len(text):
+        stop = _BARE_REST.match(text, m.end()).end()  # type: ignore[union-attr]
+        while stop > m.end() and text[stop - 1] in ".-_~:|":
+            stop -= 1  # trailing punctuation, as the token's own core drops it
+        if stop > m.end():
+            return _through_symbols(text, stop)
+    return _through_symbols(text, end)
 
 
 def _d_email(m: Any, text: str) -> tuple[int, int, str] | None:
@@ -469,7 +487,7 @@ def build_rules(use_re2: bool = RE2_AVAILABLE) -> dict[str, SecretRule]:
     provider: Any = _PROVIDER
     shapes: Any = re.compile(_SHAPES_SRE)
     assign: Any = _ASSIGN_LOW
-    bare: Any = re.compile(_BARE + "{14,1024}+")
+    bare: Any = re.compile(f"{_BARE}{{14,{_BARE_CAP}}}+")
     if re2 is not None:
         # RE2 has neither lookahead nor possessive runs: drop both (decide() checks the
         # Twilio lookahead), and let RE2 only locate; sre takes the match from there.

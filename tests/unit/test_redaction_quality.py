@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import random
+import string
 import sys
 import uuid
 from pathlib import Path
@@ -126,3 +128,13 @@ def test_stdlib_and_re2_engines_redact_alike() -> None:
     for lines in _negatives().values():
         for line in lines[:500]:
             assert fast.redact_counted(line) == stdlib.redact_counted(line)
+
+
+@pytest.mark.parametrize("size", [1025, 1500, 5000])
+def test_a_bare_token_longer_than_one_match_is_redacted_whole(size: int) -> None:
+    # The pattern takes 1,024 characters at most; the rest of the run is the same token
+    # (it used to go out as it was: everything past the first 1,024 characters).
+    rng = random.Random(size)
+    token = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(size))
+    redacted, count = Redactor().redact_counted(f"here: {token}. end")
+    assert (redacted, count) == ("here: [REDACTED:high_entropy]. end", 1)
