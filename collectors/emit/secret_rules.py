@@ -278,30 +278,74 @@ _SERVICE_USERS = frozenset({"git", "hg", "svn", "ssh", "ubuntu", "ec2-user", "ro
 
 class _Prefiltered:
     """``finditer`` that finds candidate starts with RE2 (a DFA, about 100 MB/s) and takes
-    each match, with its groups, from the stdlib pattern at that start. The RE2 wrapper
-    costs about 20 us a candidate, so after 256 candidates the stdlib pattern carries on
-    alone: bounded either way, and the same matches as the stdlib pattern."""
+    each match, with its groups, from the stdlib pattern at that start. On ASCII text RE2
+    runs on the bytes (the same offsets); otherwise the wrapper maps each candidate back
+    to characters. Either way a candidate costs microseconds, so in text dense with them
+    (hostile, mostly) the stdlib pattern carries on alone after
+    ``_PREFILTERED_CANDIDATES``: bounded, and the same matches as the stdlib pattern."""
 
-    def __init__(self, scan: Any, pattern: re.Pattern[str]) -> None:
-        self.scan, self.pattern = scan, pattern
+    def __init__(self, re2: Any, scan: str, pattern: re.Pattern[str]) -> None:
+        self.scan, self.scan_bytes = re2.compile(scan), re2.compile(scan.encode("utf-8"))
+        self.pattern = pattern
 
     def finditer(self, text: str) -> Any:
         pos = 0
+        ascii_text = text.isascii()
         # One RE2 pass (the wrapper encodes the text per call, so never search() in a
         # loop). Candidates are short (a prefix and a few characters); one the stdlib
         # pattern rejects is tried at each of its other positions, where a real match
         # may start that RE2 stepped over.
-        for i, candidate in enumerate(self.scan.finditer(text)):
-            if i >= 256:
-                yield from self.pattern.finditer(text, max(pos, candidate.start()))
+        candidates = (self.scan_bytes.finditer(text.encode("ascii")) if ascii_text
+                      else self.scan.finditer(text))
+        for i, candidate in enumerate(candidates):
+            start, end = candidate.span()
+            if i >= _PREFILTERED_CANDIDATES:
+                yield from self.pattern.finditer(text, max(pos, start))
                 return
-            start, end = candidate.start(), candidate.end()
             for at in range(max(start, pos), end):
                 m = self.pattern.match(text, at)
                 if m is not None:
                     pos = m.end()
                     yield m
                     break
+
+
+class _TokenRuns:
+    """``finditer`` of the bare-token pattern (maximal runs of token characters, cut at
+    ``_BARE_CAP``): RE2 finds the runs, and the stdlib pattern takes each run's matches.
+    The stdlib engine tries the pattern at every letter; RE2's DFA skips prose about ten
+    times faster and dense text (JSON of ids, code) about twice as fast. On ASCII text
+    (most of it) RE2 runs on the bytes, whose offsets are the characters'. Otherwise
+    the wrapper maps every match back to characters, 5 to 10 us each, so in dense
+    text the stdlib pattern carries on alone (``_ASCII_RUNS``, ``_UNICODE_RUNS``). The
+    same matches as the stdlib pattern either way."""
+
+    def __init__(self, re2: Any, pattern: re.Pattern[str]) -> None:
+        run = _BARE + "{14}" + _BARE + "*"  # RE2 repeats at most 1,000 times
+        self.scan, self.scan_bytes = re2.compile(run), re2.compile(run.encode("ascii"))
+        self.pattern = pattern
+
+    def finditer(self, text: str) -> Any:
+        if text.isascii():
+            runs, limit = self.scan_bytes.finditer(text.encode("ascii")), _ASCII_RUNS
+        else:
+            runs, limit = self.scan.finditer(text), _UNICODE_RUNS
+        for i, run in enumerate(runs):
+            start, end = run.span()
+            if i >= limit:
+                yield from self.pattern.finditer(text, start)
+                return
+            # No stdlib match starts before a run or ends past it (runs are maximal).
+            yield from self.pattern.finditer(text, start, end)
+
+
+# Candidates RE2 reports one by one before the stdlib pattern takes over. The stdlib
+# pattern costs about as much over a 16 KB slice (a redaction call's most) as RE2 over
+# some 140 runs on bytes, 30 through the wrapper's character offsets, or 100 prefilter
+# candidates (each also tried by the stdlib pattern).
+_ASCII_RUNS = 128
+_UNICODE_RUNS = 16
+_PREFILTERED_CANDIDATES = 256
 
 
 # -- decisions ---------------------------------------------------------------------------------
@@ -429,6 +473,29 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
         return None
     if "[REDACTED" in text[max(0, start - 10):m.end() + 1]:
         return None
+    if tok in _CLEAN_TOKENS:
+        return None
+    shape = _bare_shape(tok)
+    if shape is None or (shape[2] and named_id_before(text, start)):
+        if shape is None:
+            if len(_CLEAN_TOKENS) >= _CLEAN_TOKENS_MAX:
+                _CLEAN_TOKENS.clear()
+            _CLEAN_TOKENS.add(tok)
+        return None
+    return start + shape[0], _bare_end(m, text, start + shape[1]), "high_entropy"
+
+
+# Tokens judged not secret by their shape alone: identifiers, field names and ids come
+# back in every tool result, and most of a bare token's decision is its shape. Only
+# clean tokens are kept (never a secret), cleared when full.
+_CLEAN_TOKENS: set[str] = set()
+_CLEAN_TOKENS_MAX = 8192
+
+
+def _bare_shape(tok: str) -> tuple[int, int, bool] | None:
+    """What a bare token's shape alone says: None when it is no secret, else the offsets
+    of the part to redact within it, and whether an id name written before the token
+    (``commit 3f2a...``) still clears it."""
     n = len(tok)
     if len(set(tok)) < 0.5 * min(n, 36) and not (
             (REDACT_BARE_HEX or (tok != tok.lower() and tok != tok.upper()))
@@ -438,7 +505,7 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
     if not _DIGIT.search(tok) and (n < 20 or tok.islower() or tok.isupper()):
         return None  # fast path: words, paths, constants
     core = tok.strip(".-_~:|")
-    off = start + tok.find(core)
+    off = tok.find(core)
     eq = core.find("=", 1)
     if 0 < eq < len(core.rstrip("=")):
         left = core[:eq]
@@ -448,10 +515,10 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
             if (_ID_BEFORE.search(left + "=") or NOT_SECRET_NAME.search(left)
                     or not looks_random(value)):
                 return None
-            return off + eq + 1, _bare_end(m, text, off + len(core)), "high_entropy"
-    if not looks_random(core) or named_id_before(text, start):
+            return off + eq + 1, off + len(core), False
+    if not looks_random(core):
         return None
-    return off, _bare_end(m, text, off + len(core)), "high_entropy"
+    return off, off + len(core), True
 
 
 def _bare_end(m: Any, text: str, end: int) -> int:
@@ -487,15 +554,17 @@ def build_rules(use_re2: bool = RE2_AVAILABLE) -> dict[str, SecretRule]:
     provider: Any = _PROVIDER
     shapes: Any = re.compile(_SHAPES_SRE)
     assign: Any = _ASSIGN_LOW
-    bare: Any = re.compile(f"{_BARE}{{14,{_BARE_CAP}}}+")
+    bare_runs = re.compile(f"{_BARE}{{14,{_BARE_CAP}}}+")
+    bare: Any = bare_runs
     if re2 is not None:
         # RE2 has neither lookahead nor possessive runs: drop both (decide() checks the
         # Twilio lookahead), and let RE2 only locate; sre takes the match from there.
-        provider = _Prefiltered(re2.compile(
-            (_trie(_PREFIXES) + _PROVIDER_TAIL + "{6}").replace("(?=[0-9a-fA-F]{32})", "")),
+        provider = _Prefiltered(
+            re2, (_trie(_PREFIXES) + _PROVIDER_TAIL + "{6}").replace("(?=[0-9a-fA-F]{32})", ""),
             _PROVIDER)
         shapes = re2.compile(_SHAPES)
-        assign = _Prefiltered(re2.compile(_ASSIGN_SCAN), _ASSIGN_LOW)
+        assign = _Prefiltered(re2, _ASSIGN_SCAN, _ASSIGN_LOW)
+        bare = _TokenRuns(re2, bare_runs)
     return {
         "private_key": SecretRule(_PRIVATE_KEY, _whole("private_key"), ("-----BEGIN",),
                                   multiline=True),

@@ -91,7 +91,7 @@ def test_pair_cookie_symbol_and_hex_paths_are_linear(rule: str, unit: str) -> No
 
 
 @pytest.mark.skipif(not RE2_AVAILABLE, reason="google-re2 not installed")
-@pytest.mark.parametrize("rule", ["api_key", "api_key_shape", "secret_assignment"])
+@pytest.mark.parametrize("rule", ["api_key", "api_key_shape", "secret_assignment", "high_entropy"])
 def test_rules_located_by_re2_are_linear(rule: str) -> None:
     _assert_linear(_rule_runner(rule, True), rule)
 

@@ -130,6 +130,35 @@ def test_stdlib_and_re2_engines_redact_alike() -> None:
             assert fast.redact_counted(line) == stdlib.redact_counted(line)
 
 
+@pytest.mark.skipif(not RE2_AVAILABLE, reason="google-re2 not installed")
+@pytest.mark.parametrize("runs", [0, 3, 15, 16, 17, 127, 128, 129, 300])
+@pytest.mark.parametrize("words", ["plain words", "naïve wörds"])
+def test_bare_tokens_found_alike_in_sparse_and_dense_text(runs: int, words: str) -> None:
+    # RE2 locates the long token runs (on the bytes of ASCII text, through the wrapper's
+    # character offsets otherwise) while they are few, and the stdlib pattern takes over
+    # in dense text: the same redactions on either side of each switch, for runs at the
+    # text's ends, after a JSON \n escape, and runs over 1,024 characters (several
+    # matches each).
+    rng = random.Random(runs)
+    alphabet = string.ascii_letters + string.digits
+
+    def token(size: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(size))
+
+    parts = [token(40)]
+    for i in range(runs):
+        parts.append(f"{words} between the tokens, " * rng.randint(0, 3))
+        parts.append(token(rng.choice([14, 30, 1024, 1030, 2500])) if i % 5 == 4
+                     else token(rng.randint(14, 60)))
+        parts.append("\\n" if i % 7 == 3 else " ")
+    parts.append(" " + token(33))
+    text = "".join(parts)
+    fast, stdlib = Redactor(rules=build_rules(True)), Redactor(rules=build_rules(False))
+    redacted, count = fast.redact_counted(text)
+    assert (redacted, count) == stdlib.redact_counted(text)
+    assert count >= runs // 2 + 2  # random tokens are redacted, not just left alike
+
+
 @pytest.mark.parametrize("size", [1025, 1500, 5000])
 def test_a_bare_token_longer_than_one_match_is_redacted_whole(size: int) -> None:
     # The pattern takes 1,024 characters at most; the rest of the run is the same token
