@@ -148,15 +148,19 @@ def test_bare_tokens_found_alike_in_sparse_and_dense_text(runs: int, words: str)
     parts = [token(40)]
     for i in range(runs):
         parts.append(f"{words} between the tokens, " * rng.randint(0, 3))
-        parts.append(token(rng.choice([14, 30, 1024, 1030, 2500])) if i % 5 == 4
-                     else token(rng.randint(14, 60)))
+        if i % 3 == 2:  # names of small letters, and runs of symbols: never secrets
+            parts.append(rng.choice(["_".join(["scheduled_departure_time"] * rng.randint(1, 60)),
+                                     "ABCDEFGHIJKLMNOPQRSTUV", "+/=.~%|-_+/=.~%"]))
+        else:
+            parts.append(token(rng.choice([14, 30, 1024, 1030, 2500])) if i % 5 == 4
+                         else token(rng.randint(14, 60)))
         parts.append("\\n" if i % 7 == 3 else " ")
     parts.append(" " + token(33))
     text = "".join(parts)
     fast, stdlib = Redactor(rules=build_rules(True)), Redactor(rules=build_rules(False))
     redacted, count = fast.redact_counted(text)
     assert (redacted, count) == stdlib.redact_counted(text)
-    assert count >= runs // 2 + 2  # random tokens are redacted, not just left alike
+    assert count >= runs // 3 + 2  # random tokens are redacted, not just left alike
 
 
 @pytest.mark.parametrize("size", [1025, 1500, 5000])
