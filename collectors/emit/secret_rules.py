@@ -477,7 +477,7 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
         return None
     shape = _bare_shape(tok)
     if shape is None or (shape[2] and named_id_before(text, start)):
-        if shape is None:
+        if shape is None and len(tok) <= _CLEAN_TOKEN_CHARS:
             if len(_CLEAN_TOKENS) >= _CLEAN_TOKENS_MAX:
                 _CLEAN_TOKENS.clear()
             _CLEAN_TOKENS.add(tok)
@@ -487,9 +487,11 @@ def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
 
 # Tokens judged not secret by their shape alone: identifiers, field names and ids come
 # back in every tool result, and most of a bare token's decision is its shape. Only
-# clean tokens are kept (never a secret), cleared when full.
+# clean tokens are kept (never a secret), and only short ones (names and ids; at most
+# about 1 MB in all), cleared when full.
 _CLEAN_TOKENS: set[str] = set()
 _CLEAN_TOKENS_MAX = 8192
+_CLEAN_TOKEN_CHARS = 64
 
 
 def _bare_shape(tok: str) -> tuple[int, int, bool] | None:
