@@ -100,8 +100,11 @@ _MIN_SENTENCE_WORDS = 3
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    # A silent final e goes too, so every form meets its base: "update", "updated" and
+    # "updating" are "updat"; "certificate" and "certificates" are "certificat".
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
 def content_words(text: str) -> frozenset[str]:

@@ -646,6 +646,11 @@ def test_a_closing_is_not_news_and_a_new_question_answered_is_not_a_loop() -> No
     assert tiers_of([user("What is my gift card balance?"), said(gift),
                      user("Could you then tell me the balance of my certificates?"),
                      said(gift.replace("gift cards", "certificates"))]) == ()
+    # ... and asked in another form of the word ("certificate balances": every form of a
+    # word meets its base, "certificates" included).
+    assert tiers_of([user("What is my gift card balance?"), said(gift),
+                     user("Could you then tell me the sum of my certificate balances?"),
+                     said(gift.replace("gift cards", "certificates"))]) == ()
 
 
 def test_the_same_error_result_again_is_not_progress() -> None:
