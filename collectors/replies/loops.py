@@ -98,6 +98,8 @@ _MIN_SENTENCE_WORDS = 3
 
 @functools.lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        return word[:-3] + "y"  # "policies", "applied": "policy", "apply"
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             word = word[: -len(suffix)]

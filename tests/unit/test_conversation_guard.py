@@ -28,6 +28,7 @@ from guardtrace.collectors.replies.conversation_guard import (
 )
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.replies.grounding import result_amounts
+from guardtrace.collectors.replies.loops import content_words
 from guardtrace.collectors.replies.tool_kinds import ToolKinds, command_kind, kind_from_text
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
@@ -651,6 +652,16 @@ def test_a_closing_is_not_news_and_a_new_question_answered_is_not_a_loop() -> No
     assert tiers_of([user("What is my gift card balance?"), said(gift),
                      user("Could you then tell me the sum of my certificate balances?"),
                      said(gift.replace("gift cards", "certificates"))]) == ()
+
+
+@pytest.mark.parametrize(("one", "other"), [
+    ("update certificate", "updated certificates"),
+    ("updating the change", "update changes"),
+    ("policies applied", "policy apply"),
+])
+def test_every_form_of_a_word_meets_its_base(one: str, other: str) -> None:
+    # What two replies share is counted in content words: a word's forms must be one.
+    assert content_words(one) == content_words(other)
 
 
 def test_the_same_error_result_again_is_not_progress() -> None:
