@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import threading
@@ -248,13 +247,15 @@ def test_running_consumer_logs_its_counters(pipeline: Pipeline, caplog: pytest.L
 
 
 def test_batches_are_bounded_by_bytes_not_only_rows(pipeline: Pipeline) -> None:
-    # 12 payloads of ~100 KB (random, so zstd cannot shrink them away), a row limit and an
-    # age the run never reaches: only the byte bound can split the batches, and nothing
-    # may be lost across the splits.
+    # 12 payloads of ~150 KB (random hex, so zstd cannot shrink them below half, in words
+    # of lower-case hex that redaction leaves alone as ids: one long random token would be
+    # redacted whole), a row limit and an age the run never reaches: only the byte bound
+    # can split the batches, and nothing may be lost across the splits.
     telemetry = collectors.configure(set_global=False, **pipeline.collector_settings())
     for i in range(12):
+        digits = os.urandom(75_000).hex()
         collectors.record_payload(f"big-{i}", names.PAYLOAD_KIND_HALLUCINATION,
-                                  base64.b64encode(os.urandom(75_000)).decode())
+                                  " ".join(digits[k:k + 64] for k in range(0, len(digits), 64)))
     assert telemetry.force_flush(30)
     stats = pipeline.consume_until_idle(batch_max_rows=100_000, batch_max_seconds=60.0,
                                         batch_max_bytes=250_000)
