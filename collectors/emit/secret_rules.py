@@ -24,7 +24,7 @@ matches, and so the output, are the same without it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,29 +276,40 @@ _SERVICE_USERS = frozenset({"git", "hg", "svn", "ssh", "ubuntu", "ec2-user", "ro
                             "github"})
 
 
+class _Re2Scan:
+    """One RE2 pattern, located over a ``str``. On ASCII text (most of it) RE2 runs on
+    the bytes, whose offsets are the characters'; otherwise the wrapper maps every match
+    back to characters, 5 to 10 us each. One RE2 pass either way (the wrapper encodes the
+    text per call, so never ``search()`` in a loop)."""
+
+    def __init__(self, re2: Any, pattern: str) -> None:
+        self._chars, self._bytes = re2.compile(pattern), re2.compile(pattern.encode("utf-8"))
+
+    def spans(self, text: str) -> tuple[Iterator[tuple[int, int]], bool]:
+        """The matches' ``(start, end)`` in ``text``, and whether they came from the
+        bytes (cheap per match) rather than the wrapper's character offsets."""
+        if text.isascii():
+            return (m.span() for m in self._bytes.finditer(text.encode("ascii"))), True
+        return (m.span() for m in self._chars.finditer(text)), False
+
+
 class _Prefiltered:
     """``finditer`` that finds candidate starts with RE2 (a DFA, about 100 MB/s) and takes
-    each match, with its groups, from the stdlib pattern at that start. On ASCII text RE2
-    runs on the bytes (the same offsets); otherwise the wrapper maps each candidate back
-    to characters. Either way a candidate costs microseconds, so in text dense with them
-    (hostile, mostly) the stdlib pattern carries on alone after
-    ``_PREFILTERED_CANDIDATES``: bounded, and the same matches as the stdlib pattern."""
+    each match, with its groups, from the stdlib pattern at that start. A candidate costs
+    microseconds, so in text dense with them (hostile, mostly) the stdlib pattern carries
+    on alone after ``_PREFILTERED_CANDIDATES``: bounded, and the same matches as the
+    stdlib pattern."""
 
     def __init__(self, re2: Any, scan: str, pattern: re.Pattern[str]) -> None:
-        self.scan, self.scan_bytes = re2.compile(scan), re2.compile(scan.encode("utf-8"))
-        self.pattern = pattern
+        self.scan, self.pattern = _Re2Scan(re2, scan), pattern
 
     def finditer(self, text: str) -> Any:
         pos = 0
-        ascii_text = text.isascii()
-        # One RE2 pass (the wrapper encodes the text per call, so never search() in a
-        # loop). Candidates are short (a prefix and a few characters); one the stdlib
-        # pattern rejects is tried at each of its other positions, where a real match
-        # may start that RE2 stepped over.
-        candidates = (self.scan_bytes.finditer(text.encode("ascii")) if ascii_text
-                      else self.scan.finditer(text))
-        for i, candidate in enumerate(candidates):
-            start, end = candidate.span()
+        # Candidates are short (a prefix and a few characters); one the stdlib pattern
+        # rejects is tried at each of its other positions, where a real match may start
+        # that RE2 stepped over.
+        candidates, _ = self.scan.spans(text)
+        for i, (start, end) in enumerate(candidates):
             if i >= _PREFILTERED_CANDIDATES:
                 yield from self.pattern.finditer(text, max(pos, start))
                 return
@@ -314,24 +325,19 @@ class _TokenRuns:
     """``finditer`` of the bare-token pattern (maximal runs of token characters, cut at
     ``_BARE_CAP``): RE2 finds the runs, and the stdlib pattern takes each run's matches.
     The stdlib engine tries the pattern at every letter; RE2's DFA skips prose about ten
-    times faster and dense text (JSON of ids, code) about twice as fast. On ASCII text
-    (most of it) RE2 runs on the bytes, whose offsets are the characters'. Otherwise
-    the wrapper maps every match back to characters, 5 to 10 us each, so in dense
-    text the stdlib pattern carries on alone (``_ASCII_RUNS``, ``_UNICODE_RUNS``). The
-    same matches as the stdlib pattern either way."""
+    times faster and dense text (JSON of ids, code) about twice as fast. In dense text
+    the stdlib pattern carries on alone (after ``_ASCII_RUNS`` runs found on bytes,
+    ``_UNICODE_RUNS`` through the wrapper's offsets). The same matches as the stdlib
+    pattern either way."""
 
     def __init__(self, re2: Any, pattern: re.Pattern[str]) -> None:
         run = _BARE + "{14}" + _BARE + "*"  # RE2 repeats at most 1,000 times
-        self.scan, self.scan_bytes = re2.compile(run), re2.compile(run.encode("ascii"))
-        self.pattern = pattern
+        self.scan, self.pattern = _Re2Scan(re2, run), pattern
 
     def finditer(self, text: str) -> Any:
-        if text.isascii():
-            runs, limit = self.scan_bytes.finditer(text.encode("ascii")), _ASCII_RUNS
-        else:
-            runs, limit = self.scan.finditer(text), _UNICODE_RUNS
-        for i, run in enumerate(runs):
-            start, end = run.span()
+        runs, on_bytes = self.scan.spans(text)
+        limit = _ASCII_RUNS if on_bytes else _UNICODE_RUNS
+        for i, (start, end) in enumerate(runs):
             if i >= limit:
                 yield from self.pattern.finditer(text, start)
                 return

@@ -130,6 +130,11 @@ def test_stdlib_and_re2_engines_redact_alike() -> None:
             assert fast.redact_counted(line) == stdlib.redact_counted(line)
 
 
+def _random_token(rng: random.Random, size: int) -> str:
+    """Letters and digits drawn at random: a token that looks like a secret."""
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(size))
+
+
 @pytest.mark.skipif(not RE2_AVAILABLE, reason="google-re2 not installed")
 @pytest.mark.parametrize("runs", [0, 3, 15, 16, 17, 127, 128, 129, 300])
 @pytest.mark.parametrize("words", ["plain words", "naïve wörds"])
@@ -140,22 +145,17 @@ def test_bare_tokens_found_alike_in_sparse_and_dense_text(runs: int, words: str)
     # text's ends, after a JSON \n escape, and runs over 1,024 characters (several
     # matches each).
     rng = random.Random(runs)
-    alphabet = string.ascii_letters + string.digits
-
-    def token(size: int) -> str:
-        return "".join(rng.choice(alphabet) for _ in range(size))
-
-    parts = [token(40)]
+    parts = [_random_token(rng, 40)]
     for i in range(runs):
         parts.append(f"{words} between the tokens, " * rng.randint(0, 3))
         if i % 3 == 2:  # names of small letters, and runs of symbols: never secrets
             parts.append(rng.choice(["_".join(["scheduled_departure_time"] * rng.randint(1, 60)),
                                      "ABCDEFGHIJKLMNOPQRSTUV", "+/=.~%|-_+/=.~%"]))
         else:
-            parts.append(token(rng.choice([14, 30, 1024, 1030, 2500])) if i % 5 == 4
-                         else token(rng.randint(14, 60)))
+            size = rng.choice([14, 30, 1024, 1030, 2500]) if i % 5 == 4 else rng.randint(14, 60)
+            parts.append(_random_token(rng, size))
         parts.append("\\n" if i % 7 == 3 else " ")
-    parts.append(" " + token(33))
+    parts.append(" " + _random_token(rng, 33))
     text = "".join(parts)
     fast, stdlib = Redactor(rules=build_rules(True)), Redactor(rules=build_rules(False))
     redacted, count = fast.redact_counted(text)
@@ -168,6 +168,6 @@ def test_a_bare_token_longer_than_one_match_is_redacted_whole(size: int) -> None
     # The pattern takes 1,024 characters at most; the rest of the run is the same token
     # (it used to go out as it was: everything past the first 1,024 characters).
     rng = random.Random(size)
-    token = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(size))
+    token = _random_token(rng, size)
     redacted, count = Redactor().redact_counted(f"here: {token}. end")
     assert (redacted, count) == ("here: [REDACTED:high_entropy]. end", 1)
