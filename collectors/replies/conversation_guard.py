@@ -38,7 +38,7 @@ from ..tool_catalog import read_tool_specs
 from .arithmetic import expression_operands, invented_operands
 from .claim_backing import ClaimMatcher
 from .claims import DONE, find_claims
-from .conversation import Conversation, read_conversation
+from .conversation import Conversation, ToolCall, read_conversation
 from .grounding import (
     Grounds,
     UngroundedValue,
@@ -410,20 +410,30 @@ class _Turns:
     def state(self) -> _TurnState:
         """What a reply of this turn is judged against, as things stand."""
         if self._calls is None:
-            for _, call in self._conv.agent_calls(self._read_to, self.start):
-                self._earlier_names[call.name] = None
-                _add_kinds(self._earlier_kinds, call.name,
-                           self._kinds.of_call(call.name, call.arguments))
+            earlier = self._conv.agent_calls(self._read_to, self.start)
+            self._earlier_names.update(dict.fromkeys(call.name for _, call in earlier))
+            self._add_kinds(self._earlier_kinds, earlier)
             self._read_to = max(self._read_to, self.start)
             turn_calls = self._conv.agent_calls(self.start, self._end)
             call_kinds: dict[str, frozenset[str] | None] = {}
-            for _, call in turn_calls:
-                _add_kinds(call_kinds, call.name, self._kinds.of_call(call.name, call.arguments))
+            self._add_kinds(call_kinds, turn_calls)
             self._calls = (tuple(dict.fromkeys(c.name for _, c in turn_calls)), call_kinds,
                            tuple(self._earlier_names), dict(self._earlier_kinds))
         calls, call_kinds, earlier_calls, earlier_call_kinds = self._calls
         return _TurnState(calls, earlier_calls, call_kinds, earlier_call_kinds,
                           self.write_amounts, self._earlier_write_amounts, self.unapplied)
+
+    def _add_kinds(self, into: dict[str, frozenset[str] | None],
+                   calls: Sequence[tuple[int, ToolCall]]) -> None:
+        """Add what each of ``calls`` did to ``into``, by tool: several calls of one tool
+        did the union of what each did; unknown absorbs all."""
+        for _, call in calls:
+            found = self._kinds.of_call(call.name, call.arguments)
+            if call.name not in into:
+                into[call.name] = found
+            else:
+                known = into[call.name]
+                into[call.name] = None if known is None or found is None else known | found
 
 
 def _grounded_result(arguments: str, grounds: Grounds) -> bool:
@@ -434,14 +444,6 @@ def _grounded_result(arguments: str, grounds: Grounds) -> bool:
                                                    grounds.has_percent)
 
 
-def _add_kinds(into: dict[str, frozenset[str] | None], name: str,
-               found: frozenset[str] | None) -> None:
-    # Several calls of one tool did the union of what each did; unknown absorbs all.
-    if name not in into:
-        into[name] = found
-    else:
-        known = into[name]
-        into[name] = None if known is None or found is None else known | found
 
 
 @functools.cache
