@@ -83,6 +83,10 @@ _REPLY_TAIL_CHARS = 8 * 1024
 _MAX_SOURCE_CHARS = 256 * 1024
 # What the user said since the latest reply is read at this much per message (for loops).
 _MAX_USER_CHARS = 8 * 1024
+# Earlier replies a reply may repeat: those since the latest new tool result, at most this
+# many (the latest). A run whose results repeat ("OK" after every edit) or a chat with no
+# tools would otherwise compare each reply with all before it.
+_MAX_LOOP_CANDIDATES = 32
 
 
 def _bounded(text: str) -> str:
@@ -263,10 +267,10 @@ class ConversationDetector:
             if wanted is None or message.index in wanted:
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
                                             run, turns.state(), " ".join(user_said)))
-            if message.calls:
-                since_result.clear()
-            else:
-                since_result.append((message.index, _bounded(message.text), None))
+            # A reply with a call stays an earlier reply to repeat: the call is not
+            # progress, its result is (and the same error again clears nothing).
+            since_result.append((message.index, _bounded(message.text), None))
+            del since_result[:-_MAX_LOOP_CANDIDATES]
             grounds.add_said(message.text[:_MAX_SOURCE_CHARS])
             user_said.clear()
         return verdicts

@@ -674,6 +674,57 @@ def test_the_same_error_result_again_is_not_progress() -> None:
     assert tiers_of(messages) == (REPETITION,)
 
 
+def test_a_failed_call_tried_again_does_not_reset_the_loop() -> None:
+    # tau-bench t13r0 [36]-[42]: the same update (one flight fewer) fails with the same
+    # error, and the agent says the same thing again. A call is not progress; its result
+    # is, and the same error is no new result.
+    error = "Error: flight HAT030 not available on date 2024-05-13"
+    failed = ("It seems there is still an issue with flight HAT030 on May 13. Would you "
+              "like me to search for alternative flights for that segment?")
+    trying = "Let's proceed with changing your flight to HAT052. I'll make the changes now."
+    messages = [user("Change my flight to HAT052."),
+                said(trying, ("update_reservation_flights", {"flights": ["HAT030", "HAT052",
+                                                                        "HAT124"]})),
+                result("update_reservation_flights", error), said(failed),
+                user("Let's focus on the Atlanta segment."),
+                said(trying, ("update_reservation_flights", {"flights": ["HAT030",
+                                                                        "HAT052"]})),
+                result("update_reservation_flights", error), said(failed)]
+    assert tiers_of(messages) == (REPETITION,)
+    # A reply making a call it had not made is not judged a loop itself ...
+    assert tiers_of(messages, index=5) == ()
+    # ... and a new result after it is progress.
+    fixed = [*messages[:6], result("update_reservation_flights", {"status": "updated"}),
+             said(failed)]
+    assert tiers_of(fixed) == ()
+
+
+GOODBYE = "You're welcome! Feel free to reach out whenever you're ready. Have a great day!"
+
+
+def test_a_goodbye_said_again_is_a_loop() -> None:
+    # tau-bench t23r0 [44]-[46]: agent and user trade goodbyes with nothing new.
+    base = [user("I'll find my user ID and get back to you. Thanks!"), said(GOODBYE),
+            user("Thanks, you too! Talk soon.")]
+    again = "Thank you! Looking forward to assisting you soon. Have a wonderful day!"
+    assert tiers_of([*base, said(again)]) == (REPETITION,)
+    (verdict,) = [v for v in judge_conversation([*base, said(again)], AIRLINE)
+                  if v.msg_index == 3]
+    assert verdict.repeats == 1
+    # The first goodbye is no loop.
+    assert tiers_of(base[:2]) == ()
+    # A question of the user's answered, or a new value, is something new.
+    asked = [*base[:2], user("Thanks! Is the baggage allowance the same?")]
+    assert tiers_of([*asked, said(again)]) == ()
+    assert REPETITION not in tiers_of([*base, said("Your refund of $120 is on its way. "
+                                                   "Have a wonderful day!")])
+    # A goodbye after a reply that was not one (an answer, then thanks) is no repeat.
+    answered = [user("Can I bring a pet?"), said("Pets travel in the cabin for $125 on "
+                                                  "any flight under six hours."),
+                user("Great, thanks!")]
+    assert tiers_of([*answered, said(again)]) == ()
+
+
 # --- the hook ----------------------------------------------------------------------------
 def test_check_conversation_judges_the_last_reply_and_emits() -> None:
     messages = [user("Cancel ABC."), said("Your reservation ABC has been cancelled.")]
@@ -749,6 +800,26 @@ def test_a_long_conversation_costs_time_linear_in_its_length() -> None:
     # 8x the steps: linear costs about 8x, quadratic 64x. The bound sits between, far
     # from both, so a loaded shared machine (best of 5) does not turn it red.
     small, large = _steps(250), _steps(2000)
+    best = [min(_timed(lambda m=m: judge_conversation(m, AIRLINE)) for _ in range(5))
+            for m in (small, large)]
+    assert best[1] < 24 * max(best[0], 0.002), best
+
+
+def _same_result_steps(count: int) -> list[dict[str, Any]]:
+    # Every edit answered "OK": no result is new, so no result ends the replies a later
+    # one may repeat; nor does a chat with no tools at all.
+    messages = [user("Fix the failing test.")]
+    for i in range(count):
+        messages += [said(f"Editing line {i} of app.py to call the helper {i} instead.",
+                          ("update_reservation_flights", {"line": i})),
+                     result("update_reservation_flights", "OK"),
+                     said(f"Line {i} of app.py now calls helper {i}; moving on."),
+                     user(f"Go on with line {i + 1}.")]
+    return messages
+
+
+def test_replies_with_no_new_result_between_cost_time_linear_in_their_number() -> None:
+    small, large = _same_result_steps(100), _same_result_steps(800)
     best = [min(_timed(lambda m=m: judge_conversation(m, AIRLINE)) for _ in range(5))
             for m in (small, large)]
     assert best[1] < 24 * max(best[0], 0.002), best
