@@ -36,6 +36,7 @@ from .secret_shapes import (
     left_ok,
     looks_random,
     looks_tokenish,
+    made_up_uuid,
     name_is_secret,
     named_id_before,
     password_like,
@@ -234,6 +235,7 @@ _BARE_CAP = 1024
 _BARE_REST = re.compile(_BARE + "*+")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _HEXISH = re.compile(r"[0-9a-fA-F\-]+")
+_UUID_CHARS = 36
 _DIGIT = re.compile(r"[0-9]")
 _ID_BEFORE = re.compile(
     r"(?i)(?:\bid|_id|Id|uuid|guid|sha\d*|hash|digest|checksum|etag|commit|revision|\brev|"
@@ -506,10 +508,11 @@ def _bare_shape(tok: str) -> tuple[int, int, bool] | None:
     (``commit 3f2a...``) still clears it."""
     n = len(tok)
     if len(set(tok)) < 0.5 * min(n, 36) and not (
-            (REDACT_BARE_HEX or (tok != tok.lower() and tok != tok.upper()))
-            and _HEXISH.fullmatch(tok)):
+            _HEXISH.fullmatch(tok) and (
+                REDACT_BARE_HEX or (tok != tok.lower() and tok != tok.upper())
+                or (n == _UUID_CHARS and made_up_uuid(tok)))):
         return None  # fast path: too little variety for a random token (hex in both
-        # cases has only 22 letters to vary: looks_random judges it)
+        # cases has only 22 letters to vary, a UUID 17: looks_random judges them)
     if not _DIGIT.search(tok) and (n < 20 or tok.islower() or tok.isupper()):
         return None  # fast path: words, paths, constants
     core = tok.strip(".-_~:|")

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 
 __all__ = ["NOT_SECRET_NAME", "PASSWORD_SYMBOLS", "REDACT_BARE_HEX", "host_after_at", "left_ok",
-           "looks_random", "looks_tokenish", "name_is_secret", "named_id_before",
+           "looks_random", "looks_tokenish", "made_up_uuid", "name_is_secret", "named_id_before",
            "password_like", "value_is_secret", "wordy"]
 
 # Off: a bare hex string or UUID with no name before it is taken for a hash or an id
@@ -84,6 +84,8 @@ def looks_random(tok: str) -> bool:
     core = tok.rstrip("=")
     if _HEX.fullmatch(core) and _mixed_case_hex(core):
         return True
+    if _UUID.fullmatch(core) and made_up_uuid(core):
+        return True
     if _HEX.fullmatch(core) or _UUID.fullmatch(core):
         # hashes, SHAs, UUIDs, numbers: ids when bare (see REDACT_BARE_HEX)
         return REDACT_BARE_HEX and (_UUID.fullmatch(core) is not None
@@ -110,6 +112,24 @@ def looks_random(tok: str) -> bool:
     if len(set(tok)) < 0.55 * min(n, 36):
         return False
     return _transitions(tok) >= max(4, n // 6)
+
+
+def made_up_uuid(core: str) -> bool:
+    """A UUID's shape without a UUID's bits: every generator (RFC 9562, versions 1 to 8)
+    writes the version in the 13th hex digit and the variant (8, 9, a or b) in the 17th,
+    so an id in this shape has both. A key drawn as random hex in UUID form (gitleaks'
+    Heroku, HubSpot, Kucoin, Squarespace ... samples) mostly has not: it is redacted even
+    bare. The nil UUID, Microsoft's well-known class ids and other forms with little
+    variety are left alone; a key that happens to carry the bits stays an id (see
+    REDACT_BARE_HEX)."""
+    if core[14] in "12345678" and core[19] in "89abAB":
+        return False
+    return len(set(core.lower())) >= _MADE_UP_UUID_VARIETY
+
+
+# Distinct characters of a made-up UUID: random hex in 36 places shows 12 or more of the
+# 17 (hex digits and the dash) all but always; "00000000-0000-0000-C000-000000000046" 5.
+_MADE_UP_UUID_VARIETY = 10
 
 
 def _mixed_case_hex(core: str) -> bool:

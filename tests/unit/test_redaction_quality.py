@@ -6,7 +6,8 @@ where it lives (``$GUARDTRACE_SECURITY_CORPUS``, ``../shared/security_corpus``,
 ``/work/shared/security_corpus``), never copied here. The floors sit a little below what
 ``benchmarks/redaction_quality.py`` measures, so a regression fails; the JSON context
 stays below the issue's 0.95 because hex, UUID and decimal secrets alone on a line
-cannot be told from SHAs and ids (see secret_shapes.REDACT_BARE_HEX).
+cannot be told from SHAs and ids (see secret_shapes.REDACT_BARE_HEX), unless a
+UUID-shaped one lacks the bits every UUID generator writes (secret_shapes.made_up_uuid).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from guardtrace.collectors.emit.secret_rules import RE2_AVAILABLE, build_rules
 from tests.support.realdata import data_file
 
 REPO = Path(__file__).resolve().parents[2]
-# Measured 1.000 / 0.997 / 0.896 / 1.000 / 0.997 (prose, env, json, yaml, header).
-RECALL_FLOORS = {"prose": 0.98, "env": 0.98, "json": 0.88, "yaml": 0.98, "header": 0.97}
+# Measured 1.000 / 0.997 / 0.923 / 1.000 / 0.997 (prose, env, json, yaml, header).
+RECALL_FLOORS = {"prose": 0.98, "env": 0.98, "json": 0.91, "yaml": 0.98, "header": 0.97}
 # Measured 0.12% of about 10,000 lines.
 FALSE_REDACTION_CEILING = 0.005
 

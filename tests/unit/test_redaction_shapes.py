@@ -124,6 +124,36 @@ def test_hashes_ids_and_hex_words_stay(text: str) -> None:
     assert not looks_random(text)
 
 
+# -- UUID-shaped keys: random hex in UUID form, without a UUID's version and variant --------
+def _random_uuid_shape(seed: int) -> str:
+    # As the corpora's keys are drawn: 32 random hex digits, dashed as a UUID.
+    digits = hashlib.sha256(str(seed).encode()).hexdigest()[:32]
+    return "-".join((digits[:8], digits[8:12], digits[12:16], digits[16:20], digits[20:]))
+
+
+@pytest.mark.parametrize("key", [
+    "9e6930b7-a1da-e296-60b7-41a968e73671",  # gitleaks' Heroku sample: version e, variant 6
+    "23008A4F-C91F-53BB-F47F-0D7169C3BC94",  # HubSpot's: version 5, variant F
+    *[k for k in map(_random_uuid_shape, range(40))
+      if not (k[14] in "12345678" and k[19] in "89ab")][:8],
+])
+def test_a_uuid_shaped_key_no_uuid_generator_made_is_redacted_even_alone(key: str) -> None:
+    assert _redacted(key) == "[REDACTED:high_entropy]"
+    body = '"here:\\n' + key + '\\nthanks"'  # alone on a line of a JSON-encoded reply
+    assert key not in _redacted(body)
+
+
+@pytest.mark.parametrize("text", [
+    str(uuid.uuid1()), str(uuid.uuid3(uuid.NAMESPACE_DNS, "a")), str(uuid.uuid4()),
+    str(uuid.uuid5(uuid.NAMESPACE_URL, "b")), str(uuid.UUID(int=7 << 76 | 1 << 63 | 12345)),
+    str(uuid.uuid4()).upper(),
+    "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    "00000000-0000-0000-C000-000000000046",  # IUnknown's class id
+])
+def test_uuids_every_generator_makes_stay(text: str) -> None:
+    assert _untouched(text)
+
+
 # -- short vendor prefixes with a tail of hex ------------------------------------------------
 @pytest.mark.parametrize("token", [
     "squ_4b78f8494075e310d62dfdcaeb14be2c78fca2fc",  # SonarQube
