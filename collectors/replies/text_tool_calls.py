@@ -2,7 +2,8 @@
 
 A model that has lost track of its tool interface types the call into its reply: JSON
 naming the tool; a ``<tool_call>``, ``<|tool_call|>``, ``<function=...>``, ``<invoke>`` or
-``<TOOL_NAME>`` tag; a harmony ``to=functions.NAME`` line; an ``Action:`` line; or a
+``<TOOL_NAME>`` tag; the special tokens of DeepSeek, Kimi, Mistral or Functionary before
+the name; a harmony ``to=functions.NAME`` line; an ``Action:`` line; or a
 function-call expression (Gemini's ``print(default_api.NAME(...))`` included). These are
 the formats open and hosted models are trained to emit, so a model that misses its
 tool-calling channel writes one of them. Nothing runs, yet the reply reads as if the work were under way,
@@ -40,6 +41,20 @@ _TAG_RE = re.compile(
     r"""|<function\s*=\s*["']?(?P<fn>[\w.\-/:]{1,80})"""
     r"""|<invoke\s+name\s*=\s*["'](?P<inv>[\w.\-/:]{1,80})["']""",
     re.IGNORECASE)
+# Special tokens with the name right after them, as the model's own vocabulary writes
+# a call: DeepSeek V3/R1 (<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME) and V3.1
+# (<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>), Kimi K2 (<|tool_call_begin|>functions.NAME:0),
+# Mistral's v11 tokenizer ([TOOL_CALLS]NAME[ARGS]) and Functionary v2
+# (<|recipient|>NAME). Detokenisers write the ▁ as "_" or a space, the ｜ as "|".
+_SPECIAL_TOKEN_RE = re.compile(
+    r"""<[|｜]tool[▁_ ]call[▁_ ]begin[|｜]>\s{0,20}"""
+    r"""(?:function\s{0,4}<[|｜]tool[▁_ ]sep[|｜]>\s{0,20})?(?P<begin>[\w.\-/]{1,80})"""
+    r"""|\[TOOL_CALLS\]\s{0,20}(?P<mistral>[\w.\-/]{1,80})\s{0,4}\[(?:ARGS|CALL_ID)\]"""
+    r"""|<\|recipient\|>\s{0,20}(?P<recipient>[\w.\-/]{1,80})""")
+_SPECIAL_TOKEN_MARKS = ("<|", "<｜", "[TOOL_CALLS]")
+# Functionary v3: ">>>NAME" on a line of its own, the JSON arguments on the next.
+_ARROWS_RE = re.compile(r"""^>>>\s{0,4}(?P<name>[\w.\-/]{1,80})[ \t]*\r?\n[ \t]*\{""",
+                        re.MULTILINE)
 # The recipient line of OpenAI's harmony format: "to=functions.NAME".
 _RECIPIENT_RE = re.compile(r"""\bto=(?P<name>functions\.[\w.\-/:]{1,80})""")
 # What follows a bare wrapper when no JSON names the tool: the name itself, as GLM
@@ -154,6 +169,13 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
                     closed[name] = f"</{name}>" in text
                 if closed[name]:
                     add(name, "tag", m.start())
+    if any(mark in text for mark in _SPECIAL_TOKEN_MARKS):
+        for m in _SPECIAL_TOKEN_RE.finditer(text):
+            add(m.group("begin") or m.group("mistral") or m.group("recipient"), "tag",
+                m.start())
+    if tools and ">>>" in text:
+        for m in _ARROWS_RE.finditer(text):
+            add(m.group("name"), "tag", m.start())
     if "to=" in text:
         for m in _RECIPIENT_RE.finditer(text):
             add(m.group("name"), "tag", m.start())

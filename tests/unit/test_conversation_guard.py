@@ -471,6 +471,18 @@ def test_command_kind(command: str, kinds: set[str] | None) -> None:
     '<arg_value>A1</arg_value>\n</tool_call>',
     '<cancel_reservation>\n<reservation_id>A1</reservation_id>\n</cancel_reservation>',
     'to=functions.cancel_reservation json\n{"reservation_id": "A1"}',
+    # Special tokens before the name: DeepSeek V3/R1 and V3.1 (also as detokenised to
+    # ASCII), Kimi K2, Mistral's v11 tokenizer, Functionary v2 and v3.
+    '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>cancel_reservation\n'
+    '```json\n{"reservation_id": "A1"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>cancel_reservation<｜tool▁sep｜>'
+    '{"reservation_id": "A1"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    '<|tool_call_begin|>function<|tool_sep|>cancel_reservation\n```json\n{}\n```',
+    '<|tool_calls_section_begin|><|tool_call_begin|>functions.cancel_reservation:0'
+    '<|tool_call_argument_begin|>{"reservation_id": "A1"}<|tool_call_end|>',
+    '[TOOL_CALLS]cancel_reservation[ARGS]{"reservation_id": "A1"}',
+    '<|from|>assistant\n<|recipient|>cancel_reservation\n<|content|>{"reservation_id": "A1"}',
+    'Cancelling now.\n>>>cancel_reservation\n{"reservation_id": "A1"}',
 ])
 def test_a_tool_call_written_as_text_fires(text: str) -> None:
     assert TEXT_CALL in tiers_of([user("Cancel A1."), said(text)])
@@ -487,6 +499,9 @@ def test_a_tool_call_written_as_text_fires(text: str) -> None:
     # but a catalog tool is code.
     "The <cancel_reservation> step comes after you confirm.",
     'print(default_api.toggle_roaming(on=True))',
+    # A Python prompt, and special tokens named in prose, are not calls.
+    '>>> cancel_reservation\nNameError: name is not defined',
+    "Kimi starts each call with <|tool_call_begin|> and the tool's name.",
 ])
 def test_prose_and_foreign_tools_are_not_text_calls(text: str) -> None:
     assert TEXT_CALL not in tiers_of([user("Cancel A1."), said(text)])
@@ -757,6 +772,8 @@ _ADVERSARIAL = [
     '{"name": "' * 3000, "<tool_call>" * 2000, "cancel_reservation(" * 2000,
     "- **a:** " * 3000, "A1" * 8000, "a" * 40000, "if you " * 4000, ". " * 12000,
     "`" * 20000, '"' * 20000, "Action: " * 4000, "123 " * 8000,
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" * 800, "[TOOL_CALLS]a " * 3000,
+    ">>>a\n" * 6000,
 ]
 
 
