@@ -114,6 +114,9 @@ ATTR_ALLOWED_AGENTS: Final = "allowed_agents"  # log/payload field: the list sho
 # Family 2
 ATTR_TIER: Final = "tier"
 ATTR_MATCHED_PHRASE: Final = "matched_phrase"
+# Between the phrases of one finding's evidence (two claims of one tier: "I've booked;
+# and emailed"); readers that place the evidence in the reply split on it.
+EVIDENCE_SEPARATOR: Final = "; "
 ATTR_TOOLS_FIRED: Final = "tools_fired"
 ATTR_SIMILARITY: Final = "similarity"
 ATTR_CHANNEL: Final = "channel"

@@ -154,9 +154,9 @@ _WORK_PATTERNS = (
      rf"{_WORK_OBJECT}", NOW, ("working",), CLAUSE_STARTS),
     (rf"{_I_AM}\s+(?P<v>on)\s+it\b", NOW, ("on it",), "subject"),
     (rf"{_SENT}{_MARKS}(?:(?:i|we)(?:['’]m|\s+am|\s+are)\s+)?"
-     rf"(?P<v>beginning|starting|kicking\s+off|"
-     rf"commencing)\s+(?:on\s+)?(?:the|a|my|work\s+on\s+the)\s+(?:[\w\-]+\s+)?{_WORK_NOUN}",
-     NOW, ("beginning", "starting", "kicking", "commencing"), SENTENCE_STARTS),
+     rf"(?P<v>beginning|starting|kicking\s+off|commencing|running|rerunning)\s+(?:on\s+)?"
+     rf"(?:the|a|my|work\s+on\s+the)\s+(?:[\w\-]+\s+)?{_WORK_NOUN}",
+     NOW, ("beginning", "starting", "kicking", "commencing", "running"), SENTENCE_STARTS),
     (rf"{_I_AM}(?:\s+(?:now|still|currently|just|also))?\s+(?P<v>running)\b"
      rf"{_RUNNING_IS_DESCRIPTION}", NOW, ("running",), "subject"),
     (rf"(?:\blet\s+me|\b(?:i|we)(?:['’]ll|\s+will|(?:['’]m|\s+am)\s+going\s+to))"
@@ -169,6 +169,10 @@ _WORK_PATTERNS = (
     (rf"\b(?:i|we)(?:['’]ve|\s+have)(?:\s+(?:now|just|also|already))?\s+(?P<v>called)"
      rf"{_CALL_OBJECT}", DONE, ("called",), "finder"),
 )
+
+
+_WORK_LEMMAS = {"running": "run", "rerunning": "rerun", "run": "run", "calling": "invoke",
+                "called": "invoke"}
 
 
 def _token(char: str) -> str:
@@ -358,7 +362,10 @@ def lookup_verb(form: str, which: str) -> tuple[str, str] | None:
     if which == "cite":
         return READ, "check"  # a result credited to a lookup claims the lookup
     if which == "work":
-        return WRITE, key.split()[0]
+        # "I'm running the tests" claims a run, "I'm calling write_file" an invocation:
+        # backed as runs are (see verbs.EXECUTE_VERBS), not by any write.
+        word = key.split()[0]
+        return WRITE, _WORK_LEMMAS.get(word, word)
     if which == "noun":
         verb = _ACTION_NOUNS.get(key)
         if verb is None:

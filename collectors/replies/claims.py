@@ -144,6 +144,12 @@ _AFTER_NOT_CLAIM_RE = re.compile(
 # A second verb joined to a claim's: "let me check and update", "I'll look up and cancel".
 _AND_VERB_RE = re.compile(r"\s+(?:it\s+|that\s+|this\s+|them\s+)?(?:up\s+)?and\s+(?:then\s+)?"
                           r"([a-z]+)\b", re.IGNORECASE)
+# A done verb coordinated with a reported one, later in its sentence: "I fixed the bug
+# and ran the test suite", "has been cancelled and refunded". The verb must follow "and"
+# directly: a new subject ("and you can run") or a denial ("and have not run") is not
+# the reporter's own work done.
+_AND_DONE_RE = re.compile(r"(?:,\s*|\s+)and\s+(?:then\s+|also\s+|successfully\s+)?"
+                          r"([a-z]+)\b", re.IGNORECASE)
 # Idioms of "run" that are no run: "I've run into a problem", "I'll run it by you",
 # "we ran out of seats", "running low".
 _RUN_IDIOM_RE = re.compile(
@@ -385,6 +391,22 @@ def _status_value(match: _Relative) -> bool:
     return not words_before and (not rest or rest.startswith("("))
 
 
+def _add_coordinated(claims: list[Claim], spans: list[tuple[int, int]], after: str,
+                     at: int, context: str) -> None:
+    """The done verbs coordinated with the claim just found (see `_AND_DONE_RE`), each a
+    claim of its own; ``after`` is the rest of its sentence (a bounded window), starting
+    at offset ``at`` of the reply."""
+    for m in _AND_DONE_RE.finditer(after):
+        found = lookup_verb(m.group(1), "past")
+        if found is None or len(claims) >= _MAX_CLAIMS:
+            continue
+        start = at + m.start(1)
+        spans.append((start, start + len(m.group(1))))
+        claims.append(Claim(kind=found[0], time=DONE, verb=found[1],
+                            phrase=" ".join(m.group(0).split()), sentence=context,
+                            fresh=bool(_FRESH_RE.search(context))))
+
+
 def find_claims(reply: str) -> list[Claim]:
     """The claims of tool work in ``reply``, in order.
 
@@ -469,6 +491,8 @@ def find_claims(reply: str) -> list[Claim]:
             claims.append(Claim(kind=kind, time=time, verb=verb,
                                 phrase=" ".join(match.group().split()), sentence=context,
                                 fresh=bool(_FRESH_RE.search(context))))
+            if time == DONE and which == "past":
+                _add_coordinated(claims, claim_spans, after, offset + match.end(), context)
             # "I'll check and enable it now": the verb after "and" is a claim of its own.
             second = _AND_VERB_RE.match(after) if time == NOW else None
             found_second = lookup_verb(second.group(1), "now") if second else None

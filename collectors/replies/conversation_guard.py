@@ -290,7 +290,8 @@ class ConversationDetector:
                      if t.name not in called]
             if typed:
                 findings.append(Finding(names.TIER_TEXT_TOOL_CALL,
-                                        "; ".join(t.excerpt for t in typed[:_MAX_EVIDENCE])))
+                                        names.EVIDENCE_SEPARATOR.join(
+                                            t.excerpt for t in typed[:_MAX_EVIDENCE])))
         if names.TIER_UNGROUNDED_RESULT in run:
             values = find_ungrounded(text, grounds,
                                      ignore=(n.lower() for n in catalog.names))
@@ -355,7 +356,8 @@ class ConversationDetector:
                 continue  # a true report of work done in an earlier turn
             tier = names.TIER_READ if claim.kind == READ else names.TIER_ACTION
             unbacked.setdefault(tier, []).append(claim.phrase)
-        return [Finding(tier, "; ".join(dict.fromkeys(phrases[:_MAX_EVIDENCE])))
+        return [Finding(tier, names.EVIDENCE_SEPARATOR.join(
+                    dict.fromkeys(phrases[:_MAX_EVIDENCE])))
                 for tier, phrases in unbacked.items()]
 
 

@@ -116,16 +116,26 @@ def place(reply: str, tier: str, evidence: str) -> Mark:
     ``repetition``), unplaced when the phrase is not in it."""
     if tier == names.TIER_REPETITION:
         return Mark(tier, evidence, 0, len(reply)) if reply else Mark(tier, evidence)
-    phrase = evidence.removesuffix(_PREVIEW_CUT).strip()
-    at = reply.find(phrase) if phrase else -1
-    if at < 0 and phrase:
+    # The first of its phrases found in the reply places the mark ("I've booked; and
+    # emailed" is two claims; a cut preview may have lost the last).
+    for phrase in evidence.removesuffix(_PREVIEW_CUT).split(names.EVIDENCE_SEPARATOR):
+        at = _find(reply, phrase.strip())
+        if at >= 0:
+            start, end = _sentence(reply, at, at + len(phrase.strip()))
+            return Mark(tier, evidence, start, end)
+    return Mark(tier, evidence)
+
+
+def _find(reply: str, phrase: str) -> int:
+    """Where ``phrase`` is in ``reply``, as written or in other case; -1 if nowhere."""
+    if not phrase:
+        return -1
+    at = reply.find(phrase)
+    if at < 0:
         lowered = reply.lower()
         if len(lowered) == len(reply):  # same offsets: no character changed length
             at = lowered.find(phrase.lower())
-    if at < 0:
-        return Mark(tier, evidence)
-    start, end = _sentence(reply, at, at + len(phrase))
-    return Mark(tier, evidence, start, end)
+    return at
 
 
 def _sentence(text: str, start: int, end: int) -> tuple[int, int]:

@@ -191,7 +191,7 @@ def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> No
     ("WE HAVE RUN THE TESTS.", "run", DONE),
     ("ı've run the tests.", "run", DONE),
     ("Let me\u00a0run the tests.", "run", NOW),
-    ("I’ve called the search_flights tool.", "called", DONE),
+    ("I’ve called the search_flights tool.", "invoke", DONE),
     ("The cancellation went through.", "cancel", DONE),
     ("The cancellation request has been completed.", "cancel", DONE),
     ("Sure, still working on the fix.", "working", NOW),
@@ -365,7 +365,7 @@ def test_declared_kinds_and_overrides_win_over_names() -> None:
                                                            destructiveHint=None))
     messages = [user("Any news?"), said("Let me look up the latest.", "delete_everything")]
     assert tiers_of(messages, tools=[mcp_tool]) == ()
-    messages[-1] = said("I've deployed it.", "get_status")
+    messages[-1] = said("I've updated it.", "get_status")
     assert tiers_of(messages, tools=[tool("get_status", kind="write")]) == ()
     detector = ConversationDetector(tool_kinds={"get_status": "read"})
     (verdict,) = detector.judge(messages, [tool("get_status", kind="write")])
@@ -418,6 +418,20 @@ def test_a_run_is_backed_by_a_runner_not_by_an_edit() -> None:
     messages = [user("Flights to Paris?"), called("search_direct_flight"),
                 result("search_direct_flight", []), said("I ran a search: nothing direct.")]
     assert tiers_of(messages) == ()
+
+
+def test_a_run_said_beside_an_edit_needs_a_runner() -> None:
+    # "and ran": a done verb coordinated with a backed one is a claim of its own.
+    ran = "I fixed the bug in utils.py and ran the test suite: all tests pass."
+    assert _coding_turn(ran, EDIT) == (ACTION,)
+    assert _coding_turn(ran, EDIT, ("bash", {"command": "pytest -q"})) == ()
+    # "Running the tests now" and the turn ends: a run that never started.
+    assert _coding_turn("Running the tests now.", EDIT) == (ACTION,)
+    assert _coding_turn("Running the tests now.", EDIT, ("bash", {"command": "pytest -q"})
+                        ) == ()
+    # A coordinated verb with its own subject, or denied, is no claim of the reporter's.
+    assert _coding_turn("I fixed the bug and you can run the tests.", EDIT) == ()
+    assert _coding_turn("I fixed the bug, and have not run the tests yet.", EDIT) == ()
 
 
 def test_a_declared_kind_wins_over_the_command() -> None:
@@ -773,7 +787,7 @@ _ADVERSARIAL = [
     "- **a:** " * 3000, "A1" * 8000, "a" * 40000, "if you " * 4000, ". " * 12000,
     "`" * 20000, '"' * 20000, "Action: " * 4000, "123 " * 8000,
     "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" * 800, "[TOOL_CALLS]a " * 3000,
-    ">>>a\n" * 6000,
+    ">>>a\n" * 6000, "I fixed it and ran " * 2000, "Running the tests " * 2000,
 ]
 
 

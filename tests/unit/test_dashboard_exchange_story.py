@@ -275,7 +275,7 @@ def test_a_fabricated_sentence_is_marked_in_the_reply_with_its_tier_and_evidence
     [reply] = story.fabrications
     assert reply.reply == REPLY and reply.tools_fired == ()
     [mark] = reply.marks
-    assert mark.tier == names.TIER_ACTION and mark.evidence == "I've booked"
+    assert mark.tier == names.TIER_ACTION and mark.evidence == "I've booked; and emailed"
     assert REPLY[mark.start:mark.end] == "I've booked it for you and emailed the receipt!"
     assert reply.segments() == (
         Segment("The cheapest flight to Oslo departs at 15:40 and costs 4431.63 EUR. "),
@@ -299,6 +299,9 @@ def test_marks_join_where_they_overlap_and_repetition_marks_the_whole_reply() ->
     missing = place(text, names.TIER_READ, "I'm reading")
     assert not missing.placed and mark_reply(text, [missing]) == (Segment(text),)
     assert place("", names.TIER_REPETITION, "x") == Mark(names.TIER_REPETITION, "x")
+    # Evidence of two claims: the first phrase found places the mark.
+    two = place(text, names.TIER_ACTION, "I've pushed; sent the mail")
+    assert text[two.start:two.end] == "I've sent the mail."
 
 
 def test_a_pipeline_fabrication_takes_its_reply_from_the_llm_span() -> None:
