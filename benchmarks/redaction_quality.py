@@ -10,6 +10,8 @@ baseline in the same run, the rule set they replaced (kept inline below):
   with the secret alone on a line of a reply, YAML, HTTP header), shipped as the hooks
   ship it (the baseline: encoded, then redacted as text, as it was);
 * false redactions: lines of ids, hashes, code and hosts the redactor changes;
+* both again with the opt-in ``GUARDTRACE_REDACT_BARE_IDS`` (bare hex and UUIDs
+  redacted too), beside today's default;
 * seconds per MB of the worst rule on adversarial inputs (measured at 1 MB for today's
   rules; the baseline's quadratic rules are extrapolated from two smaller sizes);
 * payload redaction time at 2 KB and 100 KB of real conversation text (median, worst);
@@ -162,20 +164,29 @@ def main() -> int:
     report = Report("redaction_quality", {"adversarial_bytes": size, "re2": RE2_AVAILABLE})
     today, stdlib = Redactor(), Redactor(rules=build_rules(False))
     baseline = Redactor(rules=BASELINE_RULES)
+    # The opt-in GUARDTRACE_REDACT_BARE_IDS: bare hex and UUIDs redacted too.
+    bare_ids = Redactor(bare_ids=True)
 
     corpus = cases.load_corpus()
     recall_today, misses = cases.recall(corpus, ship_today(today))
     recall_base, _ = cases.recall(corpus, ship_baseline(baseline))
-    report.table(f"recall on {len(corpus)} corpus secrets", ["context", "today", "baseline"],
-                 [[c, round(recall_today[c], 3), round(recall_base[c], 3)] for c in cases.CONTEXTS])
+    recall_bare, _ = cases.recall(corpus, ship_today(bare_ids))
+    report.table(f"recall on {len(corpus)} corpus secrets",
+                 ["context", "today", "bare ids on", "baseline"],
+                 [[c, round(recall_today[c], 3), round(recall_bare[c], 3),
+                   round(recall_base[c], 3)] for c in cases.CONTEXTS])
     negatives = {**cases.real_negatives(realdata_dir() / "conversations.jsonl"),
                  **cases.generated_negatives()}
     false_today = cases.false_redactions(today.redact, negatives)
+    false_bare = cases.false_redactions(bare_ids.redact, negatives)
     false_base = cases.false_redactions(baseline.redact, negatives)
-    report.table("false redactions (lines changed)", ["lines", "today", "baseline"],
-                 [[k, f"{v[0]}/{v[1]}", f"{false_base[k][0]}/{v[1]}"] for k, v in false_today.items()])
+    report.table("false redactions (lines changed)", ["lines", "today", "bare ids on",
+                                                      "baseline"],
+                 [[k, f"{v[0]}/{v[1]}", f"{false_bare[k][0]}/{v[1]}",
+                   f"{false_base[k][0]}/{v[1]}"] for k, v in false_today.items()])
     total = sum(v[1] for v in false_today.values())
     false_rate = sum(v[0] for v in false_today.values()) / total
+    false_rate_bare = sum(v[0] for v in false_bare.values()) / total
     false_rate_base = sum(v[0] for v in false_base.values()) / total
 
     speed = rule_seconds_per_mb(dict(DEFAULT_RULES), size, 1.0)
@@ -205,6 +216,8 @@ def main() -> int:
     report.figures.update({
         "recall": {k: round(v, 4) for k, v in recall_today.items()},
         "recall_baseline": {k: round(v, 4) for k, v in recall_base.items()},
+        "recall_bare_ids_on": {k: round(v, 4) for k, v in recall_bare.items()},
+        "false_redaction_rate_bare_ids_on": round(false_rate_bare, 5),
         "json_missed_kinds": sorted(set(misses["json"])),
         "false_redaction_rate": round(false_rate, 5),
         "false_redaction_rate_baseline": round(false_rate_base, 5),

@@ -32,6 +32,7 @@ class CollectorConfig:
     payload_limit_bytes: int
     capture_payloads: bool
     redact: bool
+    redact_bare_ids: bool
     payload_queue_bytes: int
     agent_label_cap: int
     metric_export_interval_ms: int
@@ -63,6 +64,7 @@ class CollectorConfig:
                                              get("payload_limit_bytes"), minimum=1024),
             capture_payloads=env.read_bool(env.CAPTURE_PAYLOADS, get("capture_payloads")),
             redact=env.read_bool(env.REDACT, get("redact")),
+            redact_bare_ids=env.read_bool(env.REDACT_BARE_IDS, get("redact_bare_ids")),
             payload_queue_bytes=env.read_int(env.PAYLOAD_QUEUE_BYTES,
                                              get("payload_queue_bytes"), minimum=1024),
             agent_label_cap=env.read_int(env.AGENT_LABEL_CAP, get("agent_label_cap"), minimum=1),

@@ -132,7 +132,8 @@ def configure(*, set_global: bool = True, producer_overrides: dict[str, Any] | N
         if config.exporter == "otlp":
             _otlp_grpc_exporters()  # a missing extra fails here, before anything starts
             _otlp_grpc_log_exporter()
-        redactor = Redactor(extra_rules=redaction_rules or {}, enabled=config.redact)
+        redactor = Redactor(extra_rules=redaction_rules or {}, enabled=config.redact,
+                            bare_ids=config.redact_bare_ids)
         resource = Resource.create(
             {SERVICE_NAME: config.service_name} if config.service_name else {})
 

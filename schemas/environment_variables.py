@@ -73,6 +73,11 @@ REDACT: Final = EnvVar(
     "GUARDTRACE_REDACT", "true",
     "Redact API keys, bearer tokens, URL passwords and e-mail addresses before "
     "anything leaves the agent process.", "collector")
+REDACT_BARE_IDS: Final = EnvVar(
+    "GUARDTRACE_REDACT_BARE_IDS", "false",
+    "Also redact a hex string (32 digits or more) or UUID alone on its line: a secret of "
+    "that shape pasted on a line of its own is caught, and a bare SHA, checksum or "
+    "request id on a line of its own becomes a marker too.", "collector")
 PAYLOAD_QUEUE_BYTES: Final = EnvVar(
     "GUARDTRACE_PAYLOAD_QUEUE_BYTES", "67108864",
     "Memory bound of the payload queue; payloads beyond it are dropped and counted.",
@@ -214,7 +219,8 @@ CLICKHOUSE_CLIENT_KEY_FILE: Final = EnvVar(
 ALL: Final = (
     KAFKA_BOOTSTRAP, EXPORTER, SERVICE_NAME, SPANS_TOPIC, METRICS_TOPIC, LOGS_TOPIC,
     PAYLOADS_TOPIC, DEAD_LETTER_TOPIC, MAX_MESSAGE_BYTES, PAYLOAD_LIMIT_BYTES,
-    CAPTURE_PAYLOADS, REDACT, PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP, METRIC_EXPORT_INTERVAL_MS,
+    CAPTURE_PAYLOADS, REDACT, REDACT_BARE_IDS, PAYLOAD_QUEUE_BYTES, AGENT_LABEL_CAP,
+    METRIC_EXPORT_INTERVAL_MS,
     CLICKHOUSE_URL,
     CLICKHOUSE_DATABASE, CONSUMER_GROUP, BATCH_MAX_ROWS, BATCH_MAX_BYTES, BATCH_MAX_SECONDS,
     TTL_EVENTS_DAYS, TTL_PAYLOADS_DAYS, DASHBOARD_CLICKHOUSE_URL, DASHBOARD_PORT, API_PORT,

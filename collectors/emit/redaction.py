@@ -7,8 +7,8 @@ credential families and shapes: vendor prefixes, private keys, JWTs, URL passwor
 cookies (``JSESSIONID=``), ``NAME = VALUE`` where the name is a secret's name (with any
 prefix: ``FOO_API_KEY=``, ``client_secret:``), random-looking tokens (hex in random mixed
 case among them), and e-mail addresses. Hex strings and UUIDs with no name next to them
-are left alone: they cannot be told from SHAs and request ids (see
-``secret_shapes.REDACT_BARE_HEX``).
+are left alone: they cannot be told from SHAs and request ids (``Redactor(bare_ids=True)``,
+the ``GUARDTRACE_REDACT_BARE_IDS`` setting, redacts them too).
 
 Time is linear in the text for every default rule, and bounded per call:
 
@@ -171,11 +171,15 @@ class Redactor:
             run first, so where one of them and a default rule both match, the
             deployment's kind is the marker.
         enabled: With False, :meth:`redact` returns text unchanged.
+        bare_ids: With True and the default rules, a hex string of 32 digits or more
+            or a UUID alone on its line is redacted too (a secret of that shape pasted on
+            a line of its own is caught; so is a bare SHA or request id on its own line).
     """
 
     rules: Mapping[str, SecretRule | str] | None = None
     extra_rules: Mapping[str, SecretRule | str] = field(default_factory=dict)
     enabled: bool = True
+    bare_ids: bool = False
     # Set once by __post_init__ (the dataclass is frozen).
     _compiled: tuple[tuple[str, SecretRule], ...] | None = field(
         default=None, init=False, repr=False, compare=False)
@@ -198,9 +202,10 @@ class Redactor:
         that race here compile the same tuple)."""
         compiled = self._compiled
         if compiled is None:
-            from .secret_rules import DEFAULT_RULES, SecretRule
+            from .secret_rules import DEFAULT_RULES, SecretRule, bare_id_rules
 
-            rules = DEFAULT_RULES if self.rules is None else self.rules
+            rules = (self.rules if self.rules is not None
+                     else bare_id_rules() if self.bare_ids else DEFAULT_RULES)
             compiled = tuple(
                 (name, rule if isinstance(rule, SecretRule) else _user_rule(name, rule))
                 for name, rule in {**self.extra_rules, **rules}.items())
@@ -375,7 +380,8 @@ class Redactor:
         instrumentation's URLs and ids): in one shared memo they would evict the hooks'
         repeated attribute values, and the hooks would pay for the rules again.
         """
-        twin = Redactor(rules=self.rules, extra_rules=self.extra_rules, enabled=self.enabled)
+        twin = Redactor(rules=self.rules, extra_rules=self.extra_rules, enabled=self.enabled,
+                        bare_ids=self.bare_ids)
         if self._compiled is not None:
             object.__setattr__(twin, "_compiled", self._compiled)
         return twin

@@ -23,6 +23,7 @@ matches, and so the output, are the same without it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ from typing import Any
 from .secret_shapes import (
     NOT_SECRET_NAME,
     PASSWORD_SYMBOLS,
-    REDACT_BARE_HEX,
     host_after_at,
     left_ok,
     looks_random,
@@ -469,47 +469,75 @@ def _d_assign(m: Any, text: str) -> tuple[int, int, str] | None:
     return a, b, "secret_assignment"
 
 
-def _d_bare(m: Any, text: str) -> tuple[int, int, str] | None:
-    tok = m.group(0)
-    start = m.start()
-    if start >= 1 and text[start - 1] == "\\" and tok[0] in "nrt":
-        tok = tok[1:]  # the n of an escaped newline (\n) is not part of the token
-        start += 1
-        if len(tok) < 14:
+def _bare_decider(bare_ids: bool) -> Decide:
+    """The decision of the ``high_entropy`` rule on a bare token; with ``bare_ids``, a
+    hex string (32 digits or more) or UUID alone on its line is a secret too
+    (``looks_random``). Each mode keeps its own memo of clean tokens."""
+    # Tokens judged not secret by their shape alone: identifiers, field names and ids
+    # come back in every tool result, and most of a bare token's decision is its shape.
+    # Only clean tokens are kept (never a secret), and only short ones (names and ids; at
+    # most about 1 MB in all), cleared when full.
+    clean: set[str] = set()
+
+    def decide(m: Any, text: str) -> tuple[int, int, str] | None:
+        tok = m.group(0)
+        start = m.start()
+        if start >= 1 and text[start - 1] == "\\" and tok[0] in "nrt":
+            tok = tok[1:]  # the n of an escaped newline (\n) is not part of the token
+            start += 1
+            if len(tok) < 14:
+                return None
+        if start and not left_ok(text, start) and text[start - 1] != "]":
             return None
-    if start and not left_ok(text, start) and text[start - 1] != "]":
-        return None
-    if "[REDACTED" in text[max(0, start - 10):m.end() + 1]:
-        return None
-    if tok in _CLEAN_TOKENS:
-        return None
-    shape = _bare_shape(tok)
-    if shape is None or (shape[2] and named_id_before(text, start)):
-        if shape is None and len(tok) <= _CLEAN_TOKEN_CHARS:
-            if len(_CLEAN_TOKENS) >= _CLEAN_TOKENS_MAX:
-                _CLEAN_TOKENS.clear()
-            _CLEAN_TOKENS.add(tok)
-        return None
-    return start + shape[0], _bare_end(m, text, start + shape[1]), "high_entropy"
+        if "[REDACTED" in text[max(0, start - 10):m.end() + 1]:
+            return None
+        # Only alone on its line is a bare id taken for a secret ("session <uuid>
+        # started" and "<sha256>  dist/x.tar.gz" still say what it is), so that decision
+        # is made before the memo of clean tokens, which knows nothing of lines.
+        alone = bare_ids and _alone_on_line(text, start, start + len(tok))
+        if not alone and tok in clean:
+            return None
+        shape = _bare_shape(tok, bare_ids=alone)
+        if shape is None or (shape[2] and named_id_before(text, start)):
+            if shape is None and not alone and len(tok) <= _CLEAN_TOKEN_CHARS:
+                if len(clean) >= _CLEAN_TOKENS_MAX:
+                    clean.clear()
+                clean.add(tok)
+            return None
+        return start + shape[0], _bare_end(m, text, start + shape[1]), "high_entropy"
+
+    return decide
 
 
-# Tokens judged not secret by their shape alone: identifiers, field names and ids come
-# back in every tool result, and most of a bare token's decision is its shape. Only
-# clean tokens are kept (never a secret), and only short ones (names and ids; at most
-# about 1 MB in all), cleared when full.
-_CLEAN_TOKENS: set[str] = set()
 _CLEAN_TOKENS_MAX = 8192
 _CLEAN_TOKEN_CHARS = 64
+# What may stand between a token and its line's ends for it to be alone on the line:
+# spaces, quotes and a trailing comma; a line ends at a newline or its JSON escape.
+_LINE_PADDING = " \t\"'`,"
+_MAX_LINE_PADDING = 8
 
 
-def _bare_shape(tok: str) -> tuple[int, int, bool] | None:
+def _alone_on_line(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is alone on its line (bounded look either side)."""
+    i = start
+    while i > 0 and start - i < _MAX_LINE_PADDING and text[i - 1] in _LINE_PADDING:
+        i -= 1
+    if not (i == 0 or text[i - 1] == "\n" or text[max(0, i - 2):i] in ("\\n", "\\r")):
+        return False
+    j = end
+    while j < len(text) and j - end < _MAX_LINE_PADDING and text[j] in _LINE_PADDING:
+        j += 1
+    return j == len(text) or text[j] in "\r\n" or text.startswith(("\\n", "\\r"), j)
+
+
+def _bare_shape(tok: str, bare_ids: bool = False) -> tuple[int, int, bool] | None:
     """What a bare token's shape alone says: None when it is no secret, else the offsets
     of the part to redact within it, and whether an id name written before the token
     (``commit 3f2a...``) still clears it."""
     n = len(tok)
     if len(set(tok)) < 0.5 * min(n, 36) and not (
             _HEXISH.fullmatch(tok) and (
-                REDACT_BARE_HEX or (tok != tok.lower() and tok != tok.upper())
+                bare_ids or (tok != tok.lower() and tok != tok.upper())
                 or (n == _UUID_CHARS and made_up_uuid(tok)))):
         return None  # fast path: too little variety for a random token (hex in both
         # cases has only 22 letters to vary, a UUID 17: looks_random judges them)
@@ -524,10 +552,10 @@ def _bare_shape(tok: str) -> tuple[int, int, bool] | None:
             # name=value inside one run (trace_id=..., sha256=..., filename=...)
             value = core[eq + 1:]
             if (_ID_BEFORE.search(left + "=") or NOT_SECRET_NAME.search(left)
-                    or not looks_random(value)):
+                    or not looks_random(value, bare_ids)):
                 return None
             return off + eq + 1, off + len(core), False
-    if not looks_random(core):
+    if not looks_random(core, bare_ids):
         return None
     return off, off + len(core), True
 
@@ -558,9 +586,10 @@ def _d_email(m: Any, text: str) -> tuple[int, int, str] | None:
     return at - len(local), end, "email"
 
 
-def build_rules(use_re2: bool = RE2_AVAILABLE) -> dict[str, SecretRule]:
+def build_rules(use_re2: bool = RE2_AVAILABLE, bare_ids: bool = False
+                ) -> dict[str, SecretRule]:
     """The default rules, in order; ``use_re2=False`` gives the stdlib-only set (the
-    tests compare the two)."""
+    tests compare the two); ``bare_ids`` redacts bare hex and UUIDs too."""
     re2 = _re2 if use_re2 else None
     provider: Any = _PROVIDER
     shapes: Any = re.compile(_SHAPES_SRE)
@@ -593,9 +622,16 @@ def build_rules(use_re2: bool = RE2_AVAILABLE) -> dict[str, SecretRule]:
         "secret_assignment": SecretRule(assign, _d_assign,
                                         (":", "=", " is ", " was ", " are ", " as "),
                                         lowered=True),
-        "high_entropy": SecretRule(bare, _d_bare),
+        "high_entropy": SecretRule(bare, _bare_decider(bare_ids)),
         "email": SecretRule(_EMAIL_AT, _d_email, ("@",)),
     }
 
 
 DEFAULT_RULES: dict[str, SecretRule] = build_rules()
+
+
+@functools.cache
+def bare_id_rules() -> dict[str, SecretRule]:
+    """The default rules with bare hex and UUIDs redacted too, built on first use (the
+    ``GUARDTRACE_REDACT_BARE_IDS`` setting)."""
+    return build_rules(bare_ids=True)

@@ -16,16 +16,16 @@ import math
 import re
 from collections import Counter
 
-__all__ = ["NOT_SECRET_NAME", "PASSWORD_SYMBOLS", "REDACT_BARE_HEX", "host_after_at", "left_ok",
+__all__ = ["NOT_SECRET_NAME", "PASSWORD_SYMBOLS", "host_after_at", "left_ok",
            "looks_random", "looks_tokenish", "made_up_uuid", "name_is_secret", "named_id_before",
            "password_like", "value_is_secret", "wordy"]
 
-# Off: a bare hex string or UUID with no name before it is taken for a hash or an id
-# (git SHAs, sha256 sums and request ids fill agent traces; redacting them makes a
-# stored trace useless). Secrets of that shape are still caught when a name is next to
-# them (``HEROKU_API_KEY=<uuid>``, ``{"api_key": "<hex>"}``). On: they are redacted bare
-# too (recall up, and about one id/hash line in six redacted).
-REDACT_BARE_HEX = False
+# A bare hex string or UUID with no name before it is taken for a hash or an id by
+# default (git SHAs, sha256 sums and request ids fill agent traces; redacting them makes
+# a stored trace useless). Secrets of that shape are still caught when a name is next to
+# them (``HEROKU_API_KEY=<uuid>``, ``{"api_key": "<hex>"}``). With ``bare_ids`` (the
+# ``GUARDTRACE_REDACT_BARE_IDS`` setting; the rules apply it to a token alone on its
+# line) they are redacted bare too: recall up, and such SHAs and UUIDs become markers.
 
 _RUNS = re.compile(r"[a-z]+|[A-Z]+|[0-9]+")
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -76,8 +76,9 @@ def wordy(s: str) -> bool:
         for p in parts)
 
 
-def looks_random(tok: str) -> bool:
-    """The shape test for a bare token (no name around it)."""
+def looks_random(tok: str, bare_ids: bool = False) -> bool:
+    """The shape test for a bare token (no name around it); with ``bare_ids``, hex of 32
+    digits or more and UUIDs count as random too (see the note above)."""
     n = len(tok)
     if n < 14 or n > 1024:
         return False
@@ -87,9 +88,9 @@ def looks_random(tok: str) -> bool:
     if _UUID.fullmatch(core) and made_up_uuid(core):
         return True
     if _HEX.fullmatch(core) or _UUID.fullmatch(core):
-        # hashes, SHAs, UUIDs, numbers: ids when bare (see REDACT_BARE_HEX)
-        return REDACT_BARE_HEX and (_UUID.fullmatch(core) is not None
-                                    or (len(core) >= 32 and not core.isdigit()))
+        # hashes, SHAs, UUIDs, numbers: ids when bare, unless told otherwise
+        return bare_ids and (_UUID.fullmatch(core) is not None
+                             or (len(core) >= 32 and not core.isdigit()))
     if tok.startswith(("/", "./", "../", "~/", "http", "www.")):
         return False  # paths and URLs
     if "/" in tok and all(wordy(seg) or not seg for seg in tok.split("/")):
@@ -120,8 +121,8 @@ def made_up_uuid(core: str) -> bool:
     so an id in this shape has both. A key drawn as random hex in UUID form (gitleaks'
     Heroku, HubSpot, Kucoin, Squarespace ... samples) mostly has not: it is redacted even
     bare. The nil UUID, Microsoft's well-known class ids and other forms with little
-    variety are left alone; a key that happens to carry the bits stays an id (see
-    REDACT_BARE_HEX)."""
+    variety are left alone; a key that happens to carry the bits stays an id (unless
+    bare ids are redacted: ``looks_random(..., bare_ids=True)``)."""
     if core[14] in "12345678" and core[19] in "89abAB":
         return False
     return len(set(core.lower())) >= _MADE_UP_UUID_VARIETY

@@ -48,6 +48,7 @@ def test_defaults_resolve_without_any_environment() -> None:
     assert collector.spans_topic == names.SPANS_TOPIC
     assert collector.max_message_bytes == int(env.MAX_MESSAGE_BYTES.default)
     assert collector.capture_payloads is True and collector.redact is True
+    assert collector.redact_bare_ids is False
     assert collector.payload_chunk_bytes < collector.max_message_bytes
     store = StoreConfig.resolve()
     assert store.database == env.CLICKHOUSE_DATABASE.default

@@ -302,3 +302,23 @@ def test_the_metric_wrapper_keeps_the_temporality_its_exporter_prefers() -> None
     inner = ListMetricExporter()
     wrapper = RedactingMetricExporter(inner, Redactor())
     assert wrapper._preferred_temporality == inner._preferred_temporality
+
+
+def test_bare_ids_are_redacted_only_when_the_setting_asks(exports: InMemoryExports,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    # A Heroku-style key that is a valid UUID, alone on a line: no shape tells it from a
+    # request id, so only GUARDTRACE_REDACT_BARE_IDS redacts it.
+    key = "832d2129-a846-4e27-99f4-7004b6ad53ef"
+    prompt = f"Here it is:\n{key}\nthanks"
+    for setting, kept in (("false", True), ("true", False)):
+        monkeypatch.setenv(env.REDACT_BARE_IDS.name, setting)
+        exports.spans = InMemorySpanExporter()
+        telemetry = _configure()
+        with telemetry.tracer_provider.get_tracer(FOREIGN_SCOPE).start_as_current_span(
+                "chat") as span:
+            span.set_attribute("gen_ai.prompt", prompt)
+        telemetry.force_flush(timeout_s=5.0)
+        exported = exports.spans.get_finished_spans()[-1].attributes["gen_ai.prompt"]
+        assert (key in exported) is kept, (setting, exported)
+        collectors.shutdown(timeout_s=2.0)

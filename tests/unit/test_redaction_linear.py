@@ -96,8 +96,9 @@ def test_rules_located_by_re2_are_linear(rule: str) -> None:
     _assert_linear(_rule_runner(rule, True), rule)
 
 
-def test_whole_redactor_is_linear() -> None:
-    _assert_linear(Redactor().redact_counted, "Redactor")
+@pytest.mark.parametrize("bare_ids", [False, True])
+def test_whole_redactor_is_linear(bare_ids: bool) -> None:
+    _assert_linear(Redactor(bare_ids=bare_ids).redact_counted, "Redactor")
 
 
 def test_slices_bound_a_quadratic_user_rule(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,6 +154,27 @@ def test_uuids_every_generator_makes_stay(text: str) -> None:
     assert _untouched(text)
 
 
+# -- bare ids, when the deployment asks for them redacted -----------------------------------
+@pytest.mark.parametrize("token", [
+    hashlib.sha1(b"k").hexdigest(), hashlib.sha256(b"k").hexdigest(),
+    str(uuid.UUID(int=99, version=4)), hashlib.md5(b"k").hexdigest(),
+])
+def test_bare_hex_and_uuids_alone_are_redacted_only_with_bare_ids(token: str) -> None:
+    line = f"here:\\n{token}\\nthanks"  # alone on a line of a JSON-encoded reply
+    assert Redactor().redact(line) == line
+    assert token not in Redactor(bare_ids=True).redact(line)
+    assert token not in Redactor(bare_ids=True).redact(f'"{token}",\n')
+    # Not alone on its line, a name or the words around it say what it is; short ids
+    # stay either way.
+    for named in (f"commit {token}", f"request_id: {token}", token[:12],
+                  f"session {token} started", f"{token}  dist/guardtrace-0.1.tar.gz"):
+        assert Redactor(bare_ids=True).redact(named) == named
+    # The memo of clean tokens does not carry a verdict from one line to another.
+    redactor = Redactor(bare_ids=True)
+    assert redactor.redact(f"session {token} started") == f"session {token} started"
+    assert token not in redactor.redact(f"ok\n{token}\n")
+
+
 # -- short vendor prefixes with a tail of hex ------------------------------------------------
 @pytest.mark.parametrize("token", [
     "squ_4b78f8494075e310d62dfdcaeb14be2c78fca2fc",  # SonarQube
