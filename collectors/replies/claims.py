@@ -52,7 +52,7 @@ _CONDITIONAL_RE = re.compile(
     r"once\s+(?!more\b)|unless|whenever|when\s+you|after\s+you|as\s+soon\s+as|upon|pending|"
     r"before\s+(?:i|we)\b|would\s+you|do\s+you\s+want|shall\s+i|should\s+i|can\s+i|"
     r"could\s+i|may\s+i|want\s+me|like\s+me\s+to|let\s+me\s+know|please\s+confirm|"
-    r"confirm\s+(?:if|whether|that|the|your|you)|your\s+confirmation|can\s+(?:also\s+)?"
+    r"(?<!\bto\s)confirm\s+(?:if|whether|that|the|your|you)|your\s+confirmation|can\s+(?:also\s+)?"
     r"(?:help|assist)|i\s+can\b|we\s+can\b|i\s+could|we\s+could|happy\s+to|glad\s+to|"
     r"able\s+to|unable|willing\s+to|would\s+be|ready\s+to|need\s+(?:you|your)|"
     r"in\s+order\s+to|to\s+do\s+(?:so|this|that))",

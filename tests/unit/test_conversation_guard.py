@@ -427,6 +427,9 @@ def test_a_run_said_beside_an_edit_needs_a_runner() -> None:
     assert _coding_turn(ran, EDIT, ("bash", {"command": "pytest -q"})) == ()
     # "Running the tests now" and the turn ends: a run that never started.
     assert _coding_turn("Running the tests now.", EDIT) == (ACTION,)
+    # "to confirm the fix" is the run's purpose, not a request to the user.
+    assert _coding_turn("Running the tests now to confirm the fix.", EDIT) == (ACTION,)
+    assert _coding_turn("I'll update it once you confirm the new date.", EDIT) == ()
     assert _coding_turn("Running the tests now.", EDIT, ("bash", {"command": "pytest -q"})
                         ) == ()
     # A coordinated verb with its own subject, or denied, is no claim of the reporter's.
