@@ -310,6 +310,15 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
         (r"(?:^|(?<=[.!?]\s))looking\s+at\s+(?:your|the)\s+(?P<v>order|account|reservation|"
          r"booking|records?|profile|details)\b",
          ("looking at",), ("looking",)),
+        # "I've confirmed that your line is active", "I can see that your order shipped",
+        # "I see that the line ... is active": a record's state read off a lookup.
+        (r"\b(?:i|we)(?:['’]ve|\s+have)\s+(?:now\s+|just\s+|also\s+)?(?P<v>confirmed)\s+"
+         r"(?:that|the|your)\b",
+         ("confirmed",), _SUBJECT_STARTS),
+        (r"\b(?:i|we)\s+(?:can\s+)?(?P<v>see)\s+(?:that\s+)?(?:your|the)\s+(?:current\s+)?"
+         r"(?:order|account|reservation|booking|records?|profile|line|plan|subscription|"
+         r"flight|payment|bill|data|membership)\b",
+         (r"\bsee\b",), _SUBJECT_STARTS),
     ]
     # List items without a subject: "- **Checked bag:** 1 checked bag added",
     # "- Upgraded to business class", "✅ Order cancelled". Writes only: "checked bag" is

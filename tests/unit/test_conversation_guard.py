@@ -285,12 +285,24 @@ def test_a_check_joined_to_a_write_is_part_of_the_write() -> None:
     assert tiers_of(messages, tools) == (ACTION, READ)
 
 
-def test_a_result_credited_to_a_lookup_needs_the_lookup() -> None:
-    reply = "According to our records, your order shipped on May 2."
+@pytest.mark.parametrize("reply", [
+    "According to our records, your order shipped on May 2.",
+    # A record's state as seen or confirmed (tau2 grok-3 says both, after its lookups).
+    "I can see that your order shipped on May 2.",
+    "I see that the order associated with your account shipped on May 2.",
+    "I've confirmed that your order shipped on May 2.",
+])
+def test_a_result_credited_to_a_lookup_needs_the_lookup(reply: str) -> None:
     assert tiers_of([user("Has my order shipped?"), said(reply)]) == (READ,)
     assert tiers_of([user("Has my order shipped?"), called("get_reservation_details"),
                      result("get_reservation_details", {"status": "shipped"}),
                      said(reply)]) == ()
+
+
+@pytest.mark.parametrize("reply", ["I see what you mean.", "I see, thanks for explaining.",
+                                   "Let me know once I can see the plan you mean."])
+def test_seeing_what_the_user_means_is_no_lookup(reply: str) -> None:
+    assert tiers_of([user("The order is late."), said(reply)]) == ()
 
 
 def test_a_true_report_of_an_earlier_turn_is_not_a_fabrication() -> None:
@@ -791,6 +803,7 @@ _ADVERSARIAL = [
     "`" * 20000, '"' * 20000, "Action: " * 4000, "123 " * 8000,
     "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" * 800, "[TOOL_CALLS]a " * 3000,
     ">>>a\n" * 6000, "I fixed it and ran " * 2000, "Running the tests " * 2000,
+    "I can see that the " * 2000, "I've confirmed that " * 2000,
 ]
 
 
