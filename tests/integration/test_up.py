@@ -40,6 +40,11 @@ class UpProcess:
                  own_group: bool = False) -> None:
         # own_group: up leads a process group of its own, as a shell's foreground job
         # does, so a test can send a terminal's Ctrl-C (SIGINT to the whole group).
+        # No HTTP API unless the test asks for one: by default it would take the port
+        # above the dashboard's, which a client's outgoing connection may hold by the
+        # time the API binds (a clean-clone CI run failed so once).
+        if "--api-port" not in args:
+            args = [*args, "--api-port", "0"]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "guardtrace.cli", "up", *args], cwd=cwd, env=environ,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -125,7 +130,7 @@ def test_up_serves_persists_and_stops_cleanly_then_the_store_answers(
 
     # While up holds the embedded store, a second up is told who holds it.
     second = guardtrace(["up", "--port", str(free_port()), "--broker-port",
-                         str(free_port())], workdir, environ)
+                         str(free_port()), "--api-port", "0"], workdir, environ)
     assert second.returncode == 1
     assert "in use by another process" in second.stderr
     assert f"PID {process.process.pid}" in second.stderr
@@ -244,7 +249,7 @@ def test_up_stops_on_ctrl_c_after_the_reader_of_its_output_has_gone(
     port, broker_port = free_port(), free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "guardtrace.cli", "up", "--port", str(port),
-         "--broker-port", str(broker_port)], cwd=workdir, env=environ,
+         "--broker-port", str(broker_port), "--api-port", "0"], cwd=workdir, env=environ,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert process.stdout is not None
