@@ -403,7 +403,7 @@ def _add_coordinated(claims: list[Claim], spans: list[tuple[int, int]], after: s
         start = at + m.start(1)
         spans.append((start, start + len(m.group(1))))
         claims.append(Claim(kind=found[0], time=DONE, verb=found[1],
-                            phrase=" ".join(m.group(0).split()), sentence=context,
+                            phrase=" ".join(m.group(0).lstrip(",").split()), sentence=context,
                             fresh=bool(_FRESH_RE.search(context))))
 
 
