@@ -171,8 +171,8 @@ _WORK_PATTERNS = (
 )
 
 
-_WORK_LEMMAS = {"running": "run", "rerunning": "rerun", "run": "run", "calling": "invoke",
-                "called": "invoke"}
+# The lemma of a work pattern's verb where its first word is not one ("running": run).
+_WORK_LEMMAS = {"running": "run", "rerunning": "rerun", "calling": "invoke", "called": "invoke"}
 
 
 def _token(char: str) -> str:

@@ -392,10 +392,10 @@ def _status_value(match: _Relative) -> bool:
 
 
 def _add_coordinated(claims: list[Claim], spans: list[tuple[int, int]], after: str,
-                     at: int, context: str) -> None:
+                     at: int, context: str, fresh: bool) -> None:
     """The done verbs coordinated with the claim just found (see `_AND_DONE_RE`), each a
-    claim of its own; ``after`` is the rest of its sentence (a bounded window), starting
-    at offset ``at`` of the reply."""
+    claim of its own in the same words (``context``, ``fresh``); ``after`` is the rest of
+    its sentence (a bounded window), starting at offset ``at`` of the reply."""
     for m in _AND_DONE_RE.finditer(after):
         found = lookup_verb(m.group(1), "past")
         if found is None or len(claims) >= _MAX_CLAIMS:
@@ -404,7 +404,7 @@ def _add_coordinated(claims: list[Claim], spans: list[tuple[int, int]], after: s
         spans.append((start, start + len(m.group(1))))
         claims.append(Claim(kind=found[0], time=DONE, verb=found[1],
                             phrase=" ".join(m.group(0).lstrip(",").split()), sentence=context,
-                            fresh=bool(_FRESH_RE.search(context))))
+                            fresh=fresh))
 
 
 def find_claims(reply: str) -> list[Claim]:
@@ -492,7 +492,8 @@ def find_claims(reply: str) -> list[Claim]:
                                 phrase=" ".join(match.group().split()), sentence=context,
                                 fresh=bool(_FRESH_RE.search(context))))
             if time == DONE and which == "past":
-                _add_coordinated(claims, claim_spans, after, offset + match.end(), context)
+                _add_coordinated(claims, claim_spans, after, offset + match.end(), context,
+                                 claims[-1].fresh)
             # "I'll check and enable it now": the verb after "and" is a claim of its own.
             second = _AND_VERB_RE.match(after) if time == NOW else None
             found_second = lookup_verb(second.group(1), "now") if second else None

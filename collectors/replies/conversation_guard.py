@@ -450,8 +450,6 @@ def _grounded_result(arguments: str, grounds: Grounds) -> bool:
                                                    grounds.has_percent)
 
 
-
-
 @functools.cache
 def _default_detector() -> ConversationDetector:
     return ConversationDetector()

@@ -165,13 +165,17 @@ def _excerpt(text: str, size: int = 80) -> str:
     return flat if len(flat) <= size else flat[: size - 1] + "…"
 
 
+def _courteous(sentence: str) -> bool:
+    """Courtesy or a farewell: words that carry no content, however new."""
+    return bool(_COURTESY_RE.search(sentence) or _FAREWELL_RE.search(sentence))
+
+
 def _says_something_new(reply: str, said: frozenset[str], said_values: set[str]) -> bool:
     if set(_VALUE_RE.findall(reply)) - said_values:
         return True
     for _, sentence in sentences(reply):
         words = content_words(sentence)
-        if (len(words) < _MIN_SENTENCE_WORDS or _COURTESY_RE.search(sentence)
-                or _FAREWELL_RE.search(sentence)):
+        if len(words) < _MIN_SENTENCE_WORDS or _courteous(sentence):
             continue
         if len(words - said) >= _NEW_SENTENCE_SHARE * len(words):
             return True
@@ -183,9 +187,8 @@ def _is_goodbye(text: str) -> bool:
     courtesy, farewell, acknowledgement or a word or two."""
     if not _FAREWELL_RE.search(text):
         return False
-    return all(_COURTESY_RE.search(sentence) or _FAREWELL_RE.search(sentence)
-               or _ACKNOWLEDGEMENT_RE.search(sentence) or len(content_words(sentence)) < 2
-               for _, sentence in sentences(text))
+    return all(_courteous(sentence) or _ACKNOWLEDGEMENT_RE.search(sentence)
+               or len(content_words(sentence)) < 2 for _, sentence in sentences(text))
 
 
 def _repeated_goodbye(reply: str, words: frozenset[str],
