@@ -25,21 +25,22 @@ NEUTRAL: Final = "neutral"
 
 # Verbs that change something (or run something) in the world.
 WRITE_VERBS: Final = frozenset({
-    "add", "apply", "approve", "assign", "block", "book", "build", "cancel", "change",
-    "charge", "close", "commit", "compile", "complete", "configure", "connect", "create",
-    "credit", "decline", "delete", "deploy", "disable", "disconnect", "discount",
-    "dispatch", "downgrade", "edit", "email", "enable", "escalate", "exempt", "execute",
-    "extract", "file",
-    "finalize", "fix", "grant", "implement", "initiate", "insert", "install", "invoke",
-    "issue", "launch", "lock", "log", "mark", "merge", "migrate", "modify", "move",
-    "patch", "pay", "place", "post", "process", "publish", "push", "reactivate", "reboot",
-    "rebook", "rebuild", "record", "redeploy", "refactor", "refund", "refuel", "register",
-    "reinstall", "reject", "release", "remove", "rename", "reopen", "replace", "request",
-    "rerun", "reschedule", "reserve", "reset", "restart", "restore", "resume", "revoke",
-    "rewrite", "run",
-    "save", "schedule", "send", "set", "ship", "submit", "subscribe", "suspend", "switch",
-    "terminate", "toggle", "transfer", "trigger", "unblock", "unlock", "unsubscribe",
-    "update", "upgrade", "upload", "waive", "write",
+    "activate", "add", "apply", "approve", "archive", "assign", "attach", "block",
+    "book", "build", "cancel", "change", "charge", "close", "commit", "compile",
+    "complete", "configure", "connect", "create", "credit", "deactivate", "decline",
+    "delete", "deploy", "disable", "disconnect", "discount", "dispatch", "downgrade",
+    "edit", "email", "enable", "escalate", "exchange", "execute", "exempt", "extract",
+    "file", "finalize", "fix", "grant", "implement", "initiate", "insert", "install",
+    "invoke", "issue", "launch", "lock", "log", "mark", "merge", "migrate", "modify",
+    "move", "notify", "patch", "pay", "place", "post", "process", "publish", "purchase",
+    "push", "reactivate", "rebook", "reboot", "rebuild", "record", "redeploy",
+    "refactor", "refuel", "refund", "register", "reinstall", "reject", "release",
+    "remove", "rename", "renew", "reopen", "replace", "request", "rerun", "reschedule",
+    "reserve", "reset", "restart", "restore", "resume", "revert", "revoke", "rewrite",
+    "run", "save", "schedule", "send", "set", "ship", "submit", "subscribe", "suspend",
+    "swap", "switch", "terminate", "toggle", "transfer", "trigger", "unblock",
+    "uninstall", "unlock", "unsubscribe", "update", "upgrade", "upload", "waive",
+    "write",
 })
 
 # Verbs of running something ("I ran the tests", "let me execute the migration"): the
@@ -53,11 +54,12 @@ EXECUTE_VERBS: Final = frozenset({"run", "rerun", "execute", "launch", "invoke",
 CONCESSION_VERBS: Final = frozenset({"waive", "exempt", "discount"})
 # Verbs that look something up without changing it.
 READ_VERBS: Final = frozenset({
-    "access", "browse", "check", "consult", "count", "describe", "download", "examine",
-    "explore", "fetch", "find", "get", "grep", "inspect", "investigate", "list", "locate",
-    "look", "lookup", "monitor", "open", "pull", "query", "read", "recheck", "reread",
-    "retrieve", "review", "scan", "scroll", "search", "see", "show", "skim", "study",
-    "track", "verify", "view", "goto",
+    "access", "browse", "check", "consult", "count", "describe", "diagnose", "download",
+    "examine", "explore", "fetch", "find", "get", "goto", "grep", "inspect",
+    "investigate", "list", "locate", "look", "lookup", "monitor", "navigate", "open",
+    "pull", "query", "read", "recheck", "reread", "retrieve", "review", "scan",
+    "scroll", "search", "see", "show", "skim", "study", "track", "validate", "verify",
+    "view",
 })
 
 # Verbs whose tools neither read stored data nor change it: a calculator or a scratchpad
@@ -97,6 +99,7 @@ _IRREGULAR: Final = {
     "take": ("took", "taken", "taking"),
     "give": ("gave", "given", "giving"),
     "ship": ("shipped", "shipped", "shipping"),
+    "swap": ("swapped", "swapped", "swapping"),
     "log": ("logged", "logged", "logging"),
     "plan": ("planned", "planned", "planning"),
     "submit": ("submitted", "submitted", "submitting"),

@@ -363,6 +363,13 @@ def test_reasoning_tools_back_a_review_but_not_a_lookup() -> None:
     ("decompile", "Prints the decompilation of a function.", None),
     ("foo", "Retrieves the customer's bills.", {"read"}),
     ("foo", "Cancel the whole reservation.", {"write"}),
+    ("exchange_delivered_order_items", "", {"write"}),
+    ("activate_line", "", {"write"}),
+    ("purchase_insurance", "", {"write"}),
+    ("browser_navigate", "", {"read"}),
+    ("validate_address", "", {"read"}),
+    # "return" is a function's word too ("the search returned 3 flights"): no kind.
+    ("return_delivered_order_items", "", None),
 ])
 def test_tool_kinds_come_from_names_and_descriptions(name: str, description: str,
                                                      kinds: set[str] | None) -> None:
