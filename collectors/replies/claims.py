@@ -161,6 +161,8 @@ _INLINE_RE = re.compile(r"\b(?:below|above|the\s+following|in\s+this\s+(?:reply|
 
 # Regions whose words are quoted, not said: fenced code, inline code, double-quoted spans
 # on one line, blockquote lines, and guard disclaimers appended to a reply earlier.
+# A name in code marks (`app.py`, no whitespace inside) is taken whole and kept (see
+# `_blank`): its closing mark must not open a quote that blanks the words after it.
 # Linear time: inline code is a backtick, a run up to the next backtick holding some
 # whitespace (one line break at most), and a backtick; the whitespace is found by a
 # lookahead that stops at the next backtick, and the runs are possessive, so a backtick
@@ -168,7 +170,7 @@ _INLINE_RE = re.compile(r"\b(?:below|above|the\s+following|in\s+this\s+(?:reply|
 # the run: quadratic). A curly quote runs to the next curly quote of either kind, so an
 # unclosed one cannot make every later one on the line rescan it.
 _QUOTED_RE = re.compile(
-    r"```.*?(?:```|\Z)|`(?=[^`\n]*?\s)[^`\n]*+(?:\n[^`\n]*+)?`|\"[^\"\n]*+\""
+    r"```.*?(?:```|\Z)|`[^`\s]*+`|`(?=[^`\n]*?\s)[^`\n]*+(?:\n[^`\n]*+)?`|\"[^\"\n]*+\""
     r"|“[^“”\n]*+”|^[ \t]*>[^\n]*|^⚠️[^\n]*",
     re.DOTALL | re.MULTILINE)
 # A sentence ends at . ! ? or a line break; a dot inside a number or a name ("$1.5",
@@ -184,7 +186,15 @@ def mask_quoted(text: str) -> str:
     """``text`` with quoted regions blanked (same length, so offsets still hold)."""
     if not any(c in text for c in '`"“>⚠'):
         return text
-    return _QUOTED_RE.sub(lambda m: " " * (m.end() - m.start()), text)
+    return _QUOTED_RE.sub(_blank, text)
+
+
+def _blank(match: re.Match[str]) -> str:
+    quoted = match.group()
+    if quoted[0] == "`" and not quoted.startswith("```") and not any(
+            c.isspace() for c in quoted):
+        return quoted  # a name in code marks is part of the sentence
+    return " " * len(quoted)
 
 
 def sentences(text: str) -> list[tuple[int, str]]:

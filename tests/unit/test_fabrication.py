@@ -72,6 +72,9 @@ ACTION_LIES = [
     ("I renewed your subscription.", "I renewed"),
     ("I reverted the change to utils.py.", "I reverted"),
     ("I swapped the two seats.", "I swapped"),
+    # Names in code marks are words of the sentence: the mark closing `app.py` must not
+    # open a quote that hides "I deployed".
+    ("The file `app.py` is ready and I deployed `web` to staging.", "I deployed"),
 ]
 ACTION_TRUTHS = [
     # The field report's false positive, and its generalisations.
