@@ -257,6 +257,19 @@ class Conversation:
                 for c in self.messages[p].calls
                 if self.messages[p].role == "assistant" and self.ran(c)]
 
+    def calls_with_results(self, start: int, end: int) -> list[tuple[ToolCall, str | None]]:
+        """The agent's calls that ran in positions ``[start, end)``, in order, each with
+        the text of its result when that came back before ``end`` (else None)."""
+        results: dict[tuple[int, int], str] = {}
+        for p in range(max(start, 0), min(end, len(self.messages))):
+            found = self._answers.get(p)
+            if found is not None:
+                results[found] = self.messages[p].text
+        return [(call, results.get((p, i)))
+                for p in range(max(start, 0), min(end, len(self.messages)))
+                if self.messages[p].role == "assistant"
+                for i, call in enumerate(self.messages[p].calls) if self.ran(call)]
+
     def replies(self) -> list[int]:
         """Positions of the assistant messages to judge (model text, not canned)."""
         return [p for p, m in enumerate(self.messages) if m.is_reply]

@@ -47,6 +47,7 @@ from .grounding import (
     result_amounts,
 )
 from .loops import find_loop
+from .run_outcomes import find_run_outcomes, unseen_outcomes
 from .text_tool_calls import find_text_tool_calls
 from .tool_kinds import ToolKinds
 from .verbs import READ, WRITE
@@ -299,6 +300,11 @@ class ConversationDetector:
                                                 turn.earlier_write_amounts)
             values += [UngroundedValue("outcome", f.evidence)
                        for f in find_contradicted_fields(text, turn.unapplied)]
+            outcomes = find_run_outcomes(text)
+            if outcomes:
+                steps = conv.calls_with_results(conv.turn_bounds(position)[0], position)
+                values += [UngroundedValue("outcome", phrase)
+                           for phrase in unseen_outcomes(outcomes, steps, catalog.kinds)]
             if values:
                 findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
                                         ", ".join(v.text for v in values[:_MAX_EVIDENCE])))

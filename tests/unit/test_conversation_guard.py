@@ -442,7 +442,9 @@ def test_a_run_is_backed_by_a_runner_not_by_an_edit() -> None:
 def test_a_run_said_beside_an_edit_needs_a_runner() -> None:
     # "and ran": a done verb coordinated with a backed one is a claim of its own.
     ran = "I fixed the bug in utils.py and ran the test suite: all tests pass."
-    assert _coding_turn(ran, EDIT) == (ACTION,)
+    # ... and the outcome of the run no one made is an invented result
+    # (tests/unit/test_run_outcomes.py).
+    assert _coding_turn(ran, EDIT) == (ACTION, UNGROUNDED)
     assert _coding_turn(ran, EDIT, ("bash", {"command": "pytest -q"})) == ()
     # "Running the tests now" and the turn ends: a run that never started.
     assert _coding_turn("Running the tests now.", EDIT) == (ACTION,)
@@ -811,6 +813,7 @@ _ADVERSARIAL = [
     "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" * 800, "[TOOL_CALLS]a " * 3000,
     ">>>a\n" * 6000, "I fixed it and ran " * 2000, "Running the tests " * 2000,
     "I can see that the " * 2000, "I've confirmed that " * 2000,
+    "all tests pass " * 2000, "tests" + " " * 20000, "the script `a` " * 2000,
 ]
 
 
