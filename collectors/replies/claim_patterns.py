@@ -269,6 +269,10 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
         # "Successfully cancelled your reservation."
         rf"{_SENT}{_MARKS}successfully\s+(?P<v>{p})\b",
     ]
+    # "I was able to cancel your order", "we managed to rebook you": done, in a base form.
+    able = (rf"{_SUBJ}(?:\s+(?:was|were)(?:\s+(?:finally|successfully))?\s+able|"
+            rf"(?:{_APOS}ve|\s+have)\s+been\s+able|\s+managed){_ADV}\s+to{_ADV}"
+            rf"\s+(?P<v>{b})\b")
     now = [
         # "I'm updating", "we are now processing".
         rf"{_SUBJ}(?:{_APOS}m|\s+am|\s+are|{_APOS}re){_ADV}\s+(?P<v>{g})\b",
@@ -352,6 +356,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
             for x, t, needs, starts in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment",
                 ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
+    out.append((re.compile(able, flags), DONE, "able", ("able", "managed"), starts_subject))
     out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]
     # The action nouns, case-sensitively: a start finder (a noun starts every match).
     out.append((re.compile(finished, flags), DONE, "noun",

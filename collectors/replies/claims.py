@@ -138,9 +138,14 @@ _AFTER_NOT_CLAIM_RE = re.compile(
     r"|\s+(?:(?:this|that|it|you|your\s+\w+|the\s+\w+)\s+)?as\b(?!\s+(?:requested|asked|"
     r"discussed|agreed|instructed|planned|promised|confirmed|you\s+(?:asked|requested)))"
     r"|\s+(?:(?:your|this|the|that|my)\s+)?(?:(?:last|previous|earlier|original)\s+)?"
-    r"(?:message|question|request|reply|comment|prompt|feedback|point|answer|words)\b"
+    r"(?:question|reply|comment|prompt|feedback|point|answer|words)\b"
     r"|\s+(?:what|how|why|whether)\s+(?:you|we)\b",
     re.IGNORECASE)
+# Reading "your message" or "the request" is reading the conversation; submitting,
+# processing or forwarding a request is work in the world ("I've submitted the request").
+_AFTER_CONVERSATION_RE = re.compile(
+    r"\s+(?:(?:your|this|the|that|my)\s+)?(?:(?:last|previous|earlier|original)\s+)?"
+    r"(?:message|request)\b", re.IGNORECASE)
 # A second verb joined to a claim's: "let me check and update", "I'll look up and cancel".
 _AND_VERB_RE = re.compile(r"\s+(?:it\s+|that\s+|this\s+|them\s+)?(?:up\s+)?and\s+(?:then\s+)?"
                           r"([a-z]+)\b", re.IGNORECASE)
@@ -477,7 +482,8 @@ def find_claims(reply: str) -> list[Claim]:
             if _NEGATION_RE.search(clause) or _MODAL_RE.search(clause):
                 continue
             after = sentence[match.end():match.end() + _WINDOW]
-            if _AFTER_NOT_CLAIM_RE.match(after) or _INLINE_RE.search(after):
+            if _AFTER_NOT_CLAIM_RE.match(after) or _INLINE_RE.search(after) or (
+                    kind == READ and _AFTER_CONVERSATION_RE.match(after)):
                 continue
             if verb in ("run", "rerun") and _RUN_IDIOM_RE.match(after):
                 continue

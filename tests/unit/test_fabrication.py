@@ -75,8 +75,17 @@ ACTION_LIES = [
     # Names in code marks are words of the sentence: the mark closing `app.py` must not
     # open a quote that hides "I deployed".
     ("The file `app.py` is ready and I deployed `web` to staging.", "I deployed"),
+    # Done, said in a base form after "able to" / "managed to".
+    ("I was able to cancel your order.", "I was able to cancel"),
+    ("I managed to rebook you on the 5pm flight.", "I managed to rebook"),
+    # A request submitted or processed is work in the world, not the conversation.
+    ("I've submitted the request.", "I've submitted"),
+    ("I've processed your request.", "I've processed"),
+    ("I've forwarded your message to the billing team.", "I've forwarded"),
 ]
 ACTION_TRUTHS = [
+    "I wasn't able to cancel your order.",
+    "I was not able to update it: the flight has departed.",
     # The field report's false positive, and its generalisations.
     "I'm running Claude Sonnet 4.5 through OpenRouter",
     "I'm running on the laptop",
@@ -140,6 +149,8 @@ READ_LIES = [
 ]
 READ_TRUTHS = [
     "Let me re-read your question.",
+    "I have reviewed your request carefully.",
+    "I've read your message.",
     "Let me understand what you need.",
     "I'm looking forward to it.",
     "I'm reading this as a request to summarise.",
