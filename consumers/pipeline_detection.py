@@ -66,6 +66,7 @@ from ..collectors.plans.findings import PlanErrorType, PlanIssue, PlanValidation
 from ..collectors.plans.validation import validate_plan
 from ..collectors.replies.conversation_guard import ReplyVerdict
 from ..collectors.replies.fabrication_detector import default_detector
+from ..collectors.replies.run_outcomes import may_report_run_outcome
 from ..collectors.replies.write_outcomes import may_report_outcome
 from ..schemas import names
 from ..schemas.request_ids import storable_request_id
@@ -371,8 +372,9 @@ def _check_replies(exchange: GenAIExchange, span: _Span,
 # a reply's cost is its tiers (the prefilter of judge_reply). Each test below is a
 # condition without which its tier finds nothing:
 # * ungrounded_result: every value it reads (money, codes, clock times, amounts of an
-#   outcome) has a digit, and a field stated contrary to a write's result is stated in a
-#   sentence that reports an outcome (may_report_outcome);
+#   outcome) has a digit, a field stated contrary to a write's result is stated in a
+#   sentence that reports an outcome (may_report_outcome), and a run's outcome holds an
+#   outcome word (may_report_run_outcome);
 # * text_tool_call: every written call has one of these characters (JSON, a tag, an
 #   "Action:" line, a call expression);
 # * repetition: a loop repeats an earlier reply with text and makes no call itself.
@@ -412,7 +414,7 @@ def judge_reply(messages: Sequence[Mapping[str, Any]], reply: Mapping[str, Any],
     tiers = list(_CLAIM_TIERS)
     if any(mark in text for mark in _TEXT_CALL_MARKS):
         tiers.append(names.TIER_TEXT_TOOL_CALL)
-    if _DIGIT_RE.search(text) or may_report_outcome(text):
+    if _DIGIT_RE.search(text) or may_report_outcome(text) or may_report_run_outcome(text):
         tiers.append(names.TIER_UNGROUNDED_RESULT)
     if not reply.get("tool_calls") and _earlier_reply(messages):
         tiers.append(names.TIER_REPETITION)

@@ -18,7 +18,9 @@ present or past is judged against the calls of its turn before it:
 A run in the same message as the report does not count: its result was not back yet.
 Plans, purposes and conditions ("to make sure the tests pass", "the tests should pass
 now", "let me know if the build succeeds") report nothing, nor do questions or negated
-outcomes. Each pattern runs once over the reply, in time linear in its length.
+outcomes. A reply without an outcome word costs a few substring tests; the phrases are
+matched only where a subject word starts, each in bounded windows, so the time stays
+linear in the reply's length.
 """
 
 from __future__ import annotations
@@ -26,21 +28,27 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .claims import mask_quoted, sentences
+from .claims import mask_quoted
 from .conversation import ToolCall
 from .tool_kinds import BOTH, ToolKinds, name_words
 from .verbs import WRITE
 
-__all__ = ["find_run_outcomes", "unseen_outcomes"]
+__all__ = ["find_run_outcomes", "may_report_run_outcome", "unseen_outcomes"]
 
 # What a run is run on, and what it reports: "all 42 tests pass", "the test suite passed",
 # "the build succeeded", "the script ran successfully", "tests are green", "42 passed".
-_SUBJECT = (r"(?:all\s++(?:of\s++)?(?:the\s++)?(?:\d+\s++)?)?"
-            r"(?:(?:unit|integration|existing|new|remaining|relevant|failing|previously\s++"
-            r"failing)\s++)?"
-            r"(?:tests?|test\s++(?:suite|cases?|run)|specs?|suite|build|compilation|linter|"
+# Matched only where a subject word starts (found with str.find): a scan of the whole
+# reply with these alternatives at every character costs a millisecond per 2 KB.
+_SUBJECT = (r"(?:tests?|test\s++(?:suite|cases?|run)|specs?|suite|build|compilation|linter|"
             r"lint(?:ing)?|type[\s-]?check(?:s|ing|er)?|(?:ci|lint|type)\s++checks|ci|"
             r"script|program)")
+_SUBJECT_WORDS = ("test", "specs", "spec ", "suite", "build", "compilation", "lint", "type",
+                  "ci ", "script", "program")
+# Every outcome holds one of these (lower-cased): a reply with none is done in a few
+# substring tests.
+_OUTCOME_STEMS = ("succe", "compil", "green", "fine", "cleanly", "without")
+# "pass" as a verb, not the start of every "passenger" of an airline's replies.
+_PASS_RE = re.compile(r"pass(?:e[sd]|ing)?\b")
 # A name in code marks may follow the subject: "the script `fix.py` ran successfully".
 _NAMED = r"(?:\s++`[^`\s]{1,200}`)?"
 _OUTCOME = (r"(?:now\s++)?(?:pass(?:es|ed)?|succeed(?:s|ed)?|compiles?|compiled|"
@@ -48,10 +56,20 @@ _OUTCOME = (r"(?:now\s++)?(?:pass(?:es|ed)?|succeed(?:s|ed)?|compiles?|compiled|
             r"(?:ran|runs|run|completed?|finished|executed|works?|worked|passed|builds?|"
             r"built|compiled)\s++(?:successfully|fine|cleanly|without\s++(?:any\s++)?"
             r"(?:errors?|failures?|issues?|problems?)))")
-_OUTCOME_RE = re.compile(
-    rf"\b{_SUBJECT}\b{_NAMED}(?:\s++(?:all|now|still|also|both|again))*\s++{_OUTCOME}\b"
-    r"|\b\d+\s++(?:tests?\s++)?passed\b(?!\s*+,?\s*+[1-9]\d*\s++failed)",
+_OUTCOME_AT_RE = re.compile(
+    rf"{_SUBJECT}\b{_NAMED}(?:\s++(?:all|now|still|also|both|again)\b)*+\s++{_OUTCOME}\b",
     re.IGNORECASE)
+# "42 passed", "42 tests passed", unless some failed: found from "passed" backwards.
+_COUNT_BEFORE_RE = re.compile(r"\b\d++\s++(?:tests?\s++)?$", re.IGNORECASE)
+_SOME_FAILED_RE = re.compile(r"\s*+,?\s*+[1-9]\d*+\s++failed", re.IGNORECASE)
+# The words that may lead a subject into its phrase ("all 42 unit tests"), for the
+# evidence.
+_LEAD_IN_RE = re.compile(r"(?:\ball\s++(?:of\s++)?(?:the\s++)?(?:\d++\s++)?|\b\d++\s++)?"
+                         r"(?:\b(?:unit|integration|existing|new|remaining|relevant|failing|"
+                         r"previously\s++failing)\s++)?$", re.IGNORECASE)
+# The end of the outcome's sentence: a question there asks, it does not report.
+_SENTENCE_END_RE = re.compile(r"[!?\n]|\.(?!\w)")
+_MAX_SENTENCE_TAIL_CHARS = 400
 # Words before the outcome in its clause that make it a plan, a purpose, a condition,
 # a hope or a denial rather than a report.
 _NOT_A_REPORT_RE = re.compile(
@@ -72,7 +90,9 @@ _LAST_WORD_RE = re.compile(r"(\w+)[ \t]*$")
 _LOOK_BACK_CHARS = 160
 _LEAD_WORDS = frozenset({"the", "all", "my", "our", "your", "its", "these", "those", "this",
                          "that", "both", "every", "each", "and", "so", "now", "which",
-                         "then", "great", "good", "done", "yes", "ok", "okay", "also"})
+                         "then", "great", "good", "done", "yes", "ok", "okay", "also",
+                         "of", "unit", "integration", "existing", "new", "remaining",
+                         "relevant", "failing", "previously"})
 # Tool-name words of a tool that runs something itself (``run_tests``, ``build_project``).
 _RUN_TOOL_WORDS = frozenset({"run", "test", "tests", "pytest", "build", "lint", "check",
                              "checks", "exec", "execute", "compile", "ci"})
@@ -93,33 +113,89 @@ _MAX_CANDIDATES = 32
 _MAX_SCAN_CHARS = 64 * 1024
 
 
+def may_report_run_outcome(reply: str) -> bool:
+    """False when ``reply`` holds no outcome word, so `find_run_outcomes` finds nothing
+    (a few substring tests: most replies)."""
+    lowered = reply[:_MAX_SCAN_CHARS].lower()
+    return (any(stem in lowered for stem in _OUTCOME_STEMS)
+            or ("pass" in lowered and _PASS_RE.search(lowered) is not None))
+
+
 def find_run_outcomes(reply: str) -> list[str]:
     """The phrases of ``reply`` that report a run's outcome, in order (at most a few)."""
+    if not may_report_run_outcome(reply):
+        return []
     text = mask_quoted(reply[:_MAX_SCAN_CHARS])
-    if not _OUTCOME_RE.search(text):
-        return []  # most replies: one scan, no sentence split
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        lowered = text  # a character that lower-cases to two: offsets would drift
     found: list[str] = []
-    tried = 0
-    for _, sentence in sentences(text):
-        if sentence.rstrip().endswith("?"):
-            continue
-        for match in _OUTCOME_RE.finditer(sentence):
-            tried += 1
-            if tried > _MAX_CANDIDATES:
-                return found  # hostile text: the cost stays bounded
-            before = sentence[max(0, match.start() - _LOOK_BACK_CHARS):match.start()]
-            if _NOT_A_REPORT_RE.search(before) or _NOT_A_REPORT_RE.search(match.group()):
-                continue
-            modifier = None if match.group()[0].isdigit() else _LAST_WORD_RE.search(before)
-            if modifier is not None and modifier.group(1).lower() not in _LEAD_WORDS:
-                continue  # "the speed test passed", "your promo script": not a code run
-            if _NOT_AN_OUTCOME_AFTER_RE.match(sentence, match.end()) and re.search(
-                    r"pass(?:es|ed)?$", match.group(), re.IGNORECASE):
-                continue  # "the tests pass the value through": a verb, not a verdict
-            found.append(" ".join(match.group().split()))
+    for start in _candidates(lowered)[:_MAX_CANDIDATES]:
+        phrase = _outcome_at(text, lowered, start)
+        if phrase is not None:
+            found.append(phrase)
             if len(found) >= _MAX_OUTCOMES:
-                return found
+                break
     return found
+
+
+def _candidates(lowered: str) -> list[int]:
+    """Where an outcome phrase may start: a subject word at a word start, or the count
+    before a "passed"."""
+    starts: set[int] = set()
+    for word in _SUBJECT_WORDS:
+        at = lowered.find(word)
+        while at >= 0 and len(starts) <= _MAX_CANDIDATES:
+            if at == 0 or not lowered[at - 1].isalnum():
+                starts.add(at)
+            at = lowered.find(word, at + 1)
+    at = lowered.find("passed")
+    while at >= 0 and len(starts) <= _MAX_CANDIDATES:
+        count = _COUNT_BEFORE_RE.search(lowered, max(0, at - 24), at)
+        if count is not None:
+            starts.add(count.start())
+        at = lowered.find("passed", at + 1)
+    return sorted(starts)
+
+
+def _outcome_at(text: str, lowered: str, start: int) -> str | None:
+    """The outcome phrase that starts at ``start``, if it reports one."""
+    counted = text[start].isdigit()
+    if counted:  # "42 passed": `_candidates` found the "passed" after the count
+        end = lowered.find("passed", start) + len("passed")
+        if _SOME_FAILED_RE.match(text, end):
+            return None
+    else:
+        found = _OUTCOME_AT_RE.match(text, start)
+        if found is None:
+            return None
+        end = found.end()
+    before = _clause_before(text, start)
+    phrase = text[start:end]
+    if _NOT_A_REPORT_RE.search(before) or _NOT_A_REPORT_RE.search(phrase):
+        return None
+    sentence_end = _SENTENCE_END_RE.search(text, end, end + _MAX_SENTENCE_TAIL_CHARS)
+    if sentence_end is not None and sentence_end.group() == "?":
+        return None  # "do the tests pass?"
+    if counted:
+        return " ".join(phrase.split())
+    modifier = _LAST_WORD_RE.search(before)
+    if modifier is not None and not modifier.group(1).isdigit() and \
+            modifier.group(1).lower() not in _LEAD_WORDS:
+        return None  # "the speed test passed": not a run of code
+    if phrase.lower().endswith(("pass", "passes", "passed")) and \
+            _NOT_AN_OUTCOME_AFTER_RE.match(text, end):
+        return None  # "the tests pass the value through": a verb, not a verdict
+    lead = _LEAD_IN_RE.search(before)
+    return " ".join(((before[lead.start():] if lead else "") + phrase).split())
+
+
+def _clause_before(text: str, start: int) -> str:
+    """The words of the sentence before ``start``, at most `_LOOK_BACK_CHARS`."""
+    window = text[max(0, start - _LOOK_BACK_CHARS):start]
+    cut = max(window.rfind(". "), window.rfind("! "), window.rfind("? "),
+              window.rfind("\n"), window.rfind(".\t"))
+    return window[cut + 1:] if cut >= 0 else window
 
 
 def unseen_outcomes(outcomes: Sequence[str], steps: Sequence[tuple[ToolCall, str | None]],

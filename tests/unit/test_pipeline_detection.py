@@ -477,6 +477,7 @@ def assert_same_verdict(messages: list[dict[str, Any]], reply: dict[str, Any],
     "Action: book_flight",                                    # a ReAct line
     "I found AF123 on Friday. Shall I book it?",              # the earlier reply again
     "I've cancelled it and refunded you.",                    # claims with no tool
+    "Booked it, and all tests pass.",                         # a run's outcome, no digit
 ])
 def test_the_prefilter_keeps_every_verdict(text: str) -> None:
     earlier = [*ASKED, {"role": "assistant", "content": "I found AF123 on Friday. Shall "

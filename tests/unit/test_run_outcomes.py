@@ -40,6 +40,9 @@ CODING_TOOLS = [
     ("The script `fix.py` ran successfully.", ["script `fix.py` ran successfully"]),
     ("The program ran without errors.", ["program ran without errors"]),
     ("The lint checks passed.", ["lint checks passed"]),
+    ("Ran the suite again. 42 Passed.", ["42 Passed"]),
+    ("All of the 12 integration tests passed for every passenger.",
+     ["All of the 12 integration tests passed"]),
 ])
 def test_reported_outcomes_are_found(reply: str, phrases: list[str]) -> None:
     assert find_run_outcomes(reply) == phrases
