@@ -356,7 +356,8 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
             for x, t, needs, starts in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment",
                 ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
-    out.append((re.compile(able, flags), DONE, "able", ("able", "managed"), starts_subject))
+    out.append((re.compile(able, flags), DONE, "able", (r"\bable\b", r"\bmanaged\b"),
+                starts_subject))
     out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]
     # The action nouns, case-sensitively: a start finder (a noun starts every match).
     out.append((re.compile(finished, flags), DONE, "noun",
