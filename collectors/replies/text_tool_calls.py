@@ -99,6 +99,11 @@ class TextToolCall:
     excerpt: str
 
 
+# How much of a call's text its excerpt shows; two readings of one name closer than this
+# are one call.
+_EXCERPT_CHARS = 80
+
+
 def _known(name: str | None, tools: Collection[str]) -> str | None:
     if not name:
         return None
@@ -127,17 +132,27 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
             by themselves count (JSON with a name and arguments, ``<tool_call>`` tags).
 
     Returns:
-        The calls found, in order (at most one per tool name and shape).
+        The calls found, in order (at most one per tool name and shape, and one per
+        call written in two shapes, such as JSON inside a ``<tool_call>`` tag).
     """
     if not text:
         return []
-    found: dict[tuple[str, str], TextToolCall] = {}
+    found: dict[tuple[str, str], tuple[int, TextToolCall]] = {}
 
     def add(name: str | None, shape: str, start: int) -> None:
         known = _known(name, tools) if tools else name
-        if known and (known, shape) not in found:
-            found[(known, shape)] = TextToolCall(known, shape,
-                                                 " ".join(text[start:start + 80].split()))
+        if not known or (known, shape) in found:
+            return
+        # The same call read in a second shape (JSON inside a <tool_call> tag) is one
+        # call, shown from where it starts.
+        near = [key for key, (at, _) in found.items()
+                if key[0] == known and abs(at - start) < _EXCERPT_CHARS]
+        if any(found[key][0] <= start for key in near):
+            return
+        for key in near:
+            del found[key]
+        found[(known, shape)] = (start, TextToolCall(
+            known, shape, " ".join(text[start:start + _EXCERPT_CHARS].split())))
 
     if "{" in text:
         for m in _JSON_NAME_RE.finditer(text):
@@ -192,4 +207,4 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
             whole = stripped.startswith(m.group(0).strip()) and len(stripped) < 600
             if in_code or whole or _line_alone(text, m.start(), m.end()):
                 add(m.group("name"), "call", m.start())
-    return sorted(found.values(), key=lambda c: text.find(c.excerpt[:20]))
+    return [call for _, call in sorted(found.values(), key=lambda item: item[0])]

@@ -29,6 +29,7 @@ from guardtrace.collectors.replies.conversation_guard import (
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.replies.grounding import result_amounts
 from guardtrace.collectors.replies.loops import content_words
+from guardtrace.collectors.replies.text_tool_calls import find_text_tool_calls
 from guardtrace.collectors.replies.tool_kinds import ToolKinds, command_kind, kind_from_text
 from guardtrace.collectors.testing import capture
 from guardtrace.schemas import names
@@ -545,6 +546,20 @@ def test_prose_and_foreign_tools_are_not_text_calls(text: str) -> None:
     assert TEXT_CALL not in tiers_of([user("Cancel A1."), said(text)])
     typed = '{"name": "cancel_reservation", "arguments": {}}'
     assert TEXT_CALL not in tiers_of([user("Cancel A1."), said(typed, "cancel_reservation")])
+
+
+def test_a_call_in_two_shapes_is_one_finding_shown_from_its_start() -> None:
+    # JSON inside a <tool_call> tag reads as a tag and as JSON: one call, one excerpt.
+    text = 'On it.\n<tool_call>\n{"name": "cancel_reservation", "arguments": {}}\n</tool_call>'
+    verdict = judge_conversation([user("Cancel A1."), said(text)], AIRLINE)[-1]
+    finding = next(f for f in verdict.findings if f.tier == TEXT_CALL)
+    assert finding.evidence == '<tool_call> {"name": "cancel_reservation", "arguments": {}} ' \
+                               "</tool_call>"
+    # Two calls of one tool far apart are both shown.
+    two = ('{"name": "cancel_reservation", "arguments": {"id": "A1"}}' + " then" * 30
+           + ' <tool_call>{"name": "cancel_reservation", "arguments": {"id": "B2"}}</tool_call>')
+    found = find_text_tool_calls(two, {"cancel_reservation"})
+    assert [c.shape for c in found] == ["json", "tag"]
 
 
 # --- values with no source ---------------------------------------------------------------
