@@ -377,7 +377,7 @@ def _check_replies(exchange: GenAIExchange, span: _Span,
 #   outcome word (may_report_run_outcome);
 # * text_tool_call: every written call has one of these characters (JSON, a tag, an
 #   "Action:" line, a call expression);
-# * repetition: a loop repeats an earlier reply with text and makes no call itself.
+# * repetition: a loop repeats an earlier reply with text.
 # The claim tiers (action, read) always run: a reply makes a claim in words that no test
 # cheaper than finding the claim rules out.
 _DIGIT_RE = re.compile(r"\d")
@@ -416,7 +416,7 @@ def judge_reply(messages: Sequence[Mapping[str, Any]], reply: Mapping[str, Any],
         tiers.append(names.TIER_TEXT_TOOL_CALL)
     if _DIGIT_RE.search(text) or may_report_outcome(text) or may_report_run_outcome(text):
         tiers.append(names.TIER_UNGROUNDED_RESULT)
-    if not reply.get("tool_calls") and _earlier_reply(messages):
+    if _earlier_reply(messages):
         tiers.append(names.TIER_REPETITION)
     verdicts = default_detector().engine.judge([*messages, reply], tools,
                                                system=system or None, last_only=True,

@@ -27,6 +27,7 @@ with the defaults.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -88,6 +89,12 @@ _MAX_USER_CHARS = 8 * 1024
 # many (the latest). A run whose results repeat ("OK" after every edit) or a chat with no
 # tools would otherwise compare each reply with all before it.
 _MAX_LOOP_CANDIDATES = 32
+# A reply that makes a new call is trying something new. One that only makes calls made
+# before loops when it says again almost word for word what an earlier reply said, with
+# no new result since: the same update retried after the same error, in the same words.
+_CALLING_LOOP_SIMILARITY = 0.9
+# Arguments longer than this (an edit's whole file) are compared as written.
+_MAX_CALL_KEY_CHARS = 16 * 1024
 
 
 def _bounded(text: str) -> str:
@@ -231,6 +238,7 @@ class ConversationDetector:
         since_result: list[tuple[int, str, frozenset[str] | None]] = []
         results_seen: set[int] = set()
         user_said: list[str] = []  # what the user said since the latest reply
+        calls_made: set[int] = set()  # the calls made so far, by tool and arguments
         # Per turn, read once however long the conversation: the names of the calls of
         # the turn and of all turns before it, and the money the turn's writes returned.
         turns = _Turns(conv, catalog.kinds)
@@ -263,11 +271,16 @@ class ConversationDetector:
                     if message.role == "user":
                         user_said.append(message.text[:_MAX_USER_CHARS])
                 continue
+            keys = [_call_key(call) for call in message.calls]
             if not message.is_reply:
+                calls_made.update(keys)
                 continue
             if wanted is None or message.index in wanted:
+                retried = all(key in calls_made for key in keys)
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
-                                            run, turns.state(), " ".join(user_said)))
+                                            run, turns.state(), " ".join(user_said),
+                                            retried))
+            calls_made.update(keys)
             # A reply with a call stays an earlier reply to repeat: the call is not
             # progress, its result is (and the same error again clears nothing).
             since_result.append((message.index, _bounded(message.text), None))
@@ -278,7 +291,8 @@ class ConversationDetector:
 
     def _judge(self, conv: Conversation, catalog: _Catalog, position: int, grounds: Grounds,
                since_result: list[tuple[int, str, frozenset[str] | None]],
-               run: frozenset[str], turn: _TurnState, user_said: str = "") -> ReplyVerdict:
+               run: frozenset[str], turn: _TurnState, user_said: str = "",
+               retried: bool = True) -> ReplyVerdict:
         message = conv.messages[position]
         text = _bounded(message.text)
         turn_calls = turn.calls
@@ -309,8 +323,10 @@ class ConversationDetector:
                 findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
                                         ", ".join(v.text for v in values[:_MAX_EVIDENCE])))
         similarity = repeats = None
-        if names.TIER_REPETITION in run and not message.calls:
-            loop = find_loop(text, since_result, threshold=self.loop_threshold,
+        if names.TIER_REPETITION in run and retried:
+            threshold = (self.loop_threshold if not message.calls
+                         else max(self.loop_threshold, _CALLING_LOOP_SIMILARITY))
+            loop = find_loop(text, since_result, threshold=threshold,
                              min_words=self.min_loop_words, user_said=user_said)
             if loop is not None:
                 findings.append(Finding(names.TIER_REPETITION, loop.excerpt))
@@ -446,6 +462,17 @@ class _Turns:
             else:
                 known = into[call.name]
                 into[call.name] = None if known is None or found is None else known | found
+
+
+def _call_key(call: ToolCall) -> int:
+    """The call by tool and arguments, however the arguments' JSON is spaced or ordered."""
+    arguments = call.arguments
+    if len(arguments) <= _MAX_CALL_KEY_CHARS:
+        try:
+            arguments = json.dumps(json.loads(arguments), sort_keys=True)
+        except (ValueError, RecursionError):
+            pass  # not JSON: compared as written
+    return hash((call.name, arguments))
 
 
 def _grounded_result(arguments: str, grounds: Grounds) -> bool:

@@ -4,7 +4,7 @@ Repeating words is not the failure; repeating without progress is. An agent that
 reservation after reservation with the same sentence is working, and so is one that
 re-sends its summary after a failed call and a new choice by the user. A loop is the same
 refusal, request, error or answer again **with no new tool result since the earlier reply,
-no call in this one, and nothing new in it**:
+no new call in this one, and nothing new in it**:
 
 1. *same substance*: the reply and an earlier one share most of their content words
    (lower-cased, simple endings cut, function and courtesy words dropped), measured in
@@ -22,7 +22,9 @@ no call in this one, and nothing new in it**:
    refusal.
 
 A call is not progress, its result is: an agent that retries a failing update, gets the
-same error and says the same thing again is looping. And a goodbye said again after the
+same error and says the same thing again is looping (the detector judges a reply that
+makes a call only when every call it makes was made before, and then asks for almost the
+same words: see ``conversation_guard``). And a goodbye said again after the
 user's thanks, naming nothing new, is the loop of an agent that cannot end a
 conversation, however few content words it has.
 

@@ -767,6 +767,31 @@ def test_a_failed_call_tried_again_does_not_reset_the_loop() -> None:
     assert tiers_of(fixed) == ()
 
 
+def test_the_same_call_retried_in_the_same_words_is_a_loop() -> None:
+    # tau-bench t13r0 [40]: after the update failed, the agent makes the same update with
+    # the same words; its result is the same error. The call was made before, so it is
+    # no new attempt.
+    error = "Error: flight HAT030 not available on date 2024-05-13"
+    trying = ("Let's proceed with changing your flight from Atlanta to Las Vegas to flight "
+              "HAT052 on May 21, and upgrade to economy class. I'll make the changes now.")
+    update = ("update_reservation_flights", {"flights": ["HAT030", "HAT052"], "cabin": "economy"})
+    base = [user("Change my flight to HAT052."), said(None, update),  # type: ignore[arg-type]
+            result("update_reservation_flights", error), said(trying, update),
+            result("update_reservation_flights", error),  # the same error: nothing new
+            said("It seems flight HAT030 is not available on May 13."),
+            user("Let's focus on the Atlanta to Las Vegas segment.")]
+    assert tiers_of([*base, said(trying, update)]) == (REPETITION,)
+    # The same arguments written in another order are the same call.
+    reordered = ("update_reservation_flights", {"cabin": "economy",
+                                                "flights": ["HAT030", "HAT052"]})
+    assert tiers_of([*base, said(trying, reordered)]) == (REPETITION,)
+    # A call not made before is a new attempt, and other words are not a repeat.
+    assert tiers_of([*base, said(trying, ("update_reservation_flights",
+                                          {"flights": ["HAT052"]}))]) == ()
+    assert tiers_of([*base, said("Let me retry the change to HAT052 with only that "
+                                 "flight, leaving HAT030 out of it.", update)]) == ()
+
+
 GOODBYE = "You're welcome! Feel free to reach out whenever you're ready. Have a great day!"
 
 
