@@ -321,7 +321,8 @@ class ConversationDetector:
                            for phrase in unseen_outcomes(outcomes, steps, catalog.kinds)]
             if values:
                 findings.append(Finding(names.TIER_UNGROUNDED_RESULT,
-                                        ", ".join(v.text for v in values[:_MAX_EVIDENCE])))
+                                        names.EVIDENCE_SEPARATOR.join(
+                                            v.text for v in values[:_MAX_EVIDENCE])))
         similarity = repeats = None
         if names.TIER_REPETITION in run and retried:
             threshold = (self.loop_threshold if not message.calls

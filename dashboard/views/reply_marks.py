@@ -119,11 +119,25 @@ def place(reply: str, tier: str, evidence: str) -> Mark:
     # The first of its phrases found in the reply places the mark ("I've booked; and
     # emailed" is two claims; a cut preview may have lost the last).
     for phrase in evidence.removesuffix(_PREVIEW_CUT).split(names.EVIDENCE_SEPARATOR):
-        at = _find(reply, phrase.strip())
-        if at >= 0:
-            start, end = _sentence(reply, at, at + len(phrase.strip()))
-            return Mark(tier, evidence, start, end)
+        for words in _as_written(phrase.strip()):
+            at = _find(reply, words)
+            if at >= 0:
+                start, end = _sentence(reply, at, at + len(words))
+                return Mark(tier, evidence, start, end)
     return Mark(tier, evidence)
+
+
+def _as_written(phrase: str) -> list[str]:
+    """``phrase``, then the words of it the reply wrote: an invented value's note goes
+    ("$809.25 (calculated from a number no source gave)" was "$809.25" in the reply), and
+    so does a field's name ("cabin: business (result: economy)" was "business")."""
+    out = [phrase]
+    head = phrase.split(" (", 1)[0].strip()
+    if head != phrase:
+        out.append(head)
+    if ": " in head:
+        out.append(head.split(": ", 1)[1].strip())
+    return out
 
 
 def _find(reply: str, phrase: str) -> int:

@@ -304,6 +304,19 @@ def test_marks_join_where_they_overlap_and_repetition_marks_the_whole_reply() ->
     assert text[two.start:two.end] == "I've sent the mail."
 
 
+def test_invented_values_are_marked_where_the_reply_wrote_them() -> None:
+    text = "Upgraded to business class. The total is $809.25. Flight HAT999 leaves at 9."
+    # Several values, as the guard joins them; a value with the guard's note; a field
+    # stated contrary to a write's result, named as the result names it.
+    for evidence, sentence in [
+            ("HAT999; $809.25", "Flight HAT999 leaves at 9."),
+            ("$809.25 (calculated from a number no source gave)", "The total is $809.25."),
+            ("cabin: business (result: economy)", "Upgraded to business class.")]:
+        mark = place(text, names.TIER_UNGROUNDED_RESULT, evidence)
+        assert text[mark.start:mark.end] == sentence, evidence
+    assert not place(text, names.TIER_UNGROUNDED_RESULT, "seat: 12A (result: 14C)").placed
+
+
 def test_a_pipeline_fabrication_takes_its_reply_from_the_llm_span() -> None:
     finding = event(names.EVENT_FABRICATION_DETECTED, {
         names.ATTR_TIER: names.TIER_ACTION, names.ATTR_MATCHED_PHRASE: "I have booked",
