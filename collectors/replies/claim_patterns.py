@@ -319,6 +319,17 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
         (r"\b(?:i|we)(?:['’]ve|\s+have)\s+(?:now\s+|just\s+|also\s+)?(?P<v>confirmed)\s+"
          r"(?:that|the|your)\b",
          ("confirmed",), _SUBJECT_STARTS),
+        # "Your account shows two lines", "our records indicate ...", "the system shows":
+        # a record's state read off a lookup, credited to the record.
+        (r"\b(?:(?:your|the|our)\s+(?:records?|system|database|account)|"
+         r"(?:your|the|our)\s+(?:account|order|reservation|booking|payment)\s+"
+         r"(?:details|history|records?|information)|your\s+(?:profile|details))\s+"
+         r"(?:shows?|showed|indicates?|indicated|lists?|listed|reflects?|reflected)\b",
+         ("show", "indicat", "list", "reflect"), ("your", "the", "our")),
+        # "From what I can see in your account", "from what I see on your profile".
+        (r"\bfrom\s+what\s+(?:i|we)\s+(?:can\s+)?(?P<v>see)\s+(?:in|on)\s+(?:your|the)\s+"
+         r"(?:account|order|reservation|booking|records?|profile|system)\b",
+         ("from what",), ("from",)),
         (r"\b(?:i|we)\s+(?:can\s+)?(?P<v>see)\s+(?:that\s+)?(?:your|the)\s+(?:current\s+)?"
          r"(?:order|account|reservation|booking|records?|profile|line|plan|subscription|"
          r"flight|payment|bill|data|membership)\b",

@@ -854,6 +854,8 @@ _ADVERSARIAL = [
     ">>>a\n" * 6000, "I fixed it and ran " * 2000, "Running the tests " * 2000,
     "I can see that the " * 2000, "I've confirmed that " * 2000,
     "all tests pass " * 2000, "tests" + " " * 20000, "the script `a` " * 2000,
+    "your account shows " * 2000, "from what I can see in your " * 1500,
+    "I was able to " * 3000,
 ]
 
 

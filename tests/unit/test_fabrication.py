@@ -133,6 +133,12 @@ ACTION_TRUTHS = [
     "I'm building on your idea here, conceptually.",
 ]
 READ_LIES = [
+    # A record's state credited to the record: it was read off a lookup.
+    ("Your account shows two active lines.", "Your account shows"),
+    ("Our records indicate that your flight was cancelled.", "Our records indicate"),
+    ("Your reservation details show a basic economy cabin.", "Your reservation details show"),
+    ("From what I can see in your account, you have two reservations.",
+     "From what I can see in your account"),
     ("Let me read the full content in chunks.", "Let me read"),
     ("Let me get a clearer picture of the section headers.",
      "Let me get a clearer picture"),
@@ -149,6 +155,9 @@ READ_LIES = [
 ]
 READ_TRUTHS = [
     "Let me re-read your question.",
+    "The details show that you need to confirm.",     # no record named
+    "If your account shows a balance, let me know.",  # a condition
+    "Does your phone show any signal bars?",          # the user's device, asked
     "I have reviewed your request carefully.",
     "I've read your message.",
     "Let me understand what you need.",
