@@ -341,6 +341,10 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     fragment = (rf"^[ \t]*(?:[-*•✅✔☑✓]\ufe0f?|\d+[.)])[ \t]*(?:\*\*[^*\n]{{1,40}}\*\*:?[ \t]*|"
                 rf"[A-Za-z ]{{1,30}}:[ \t]*)?(?:[\w$.,#]+[ \t]+){{0,4}}?(?P<v>{p})\b"
                 rf"(?=[ \t]*(?:[.!]?[ \t]*$|\(|to\b|with\b|for\b|on\b|in\b|from\b|successfully\b))")
+    # A check mark before the verb reports it done whatever follows ("✅ Cancelled
+    # reservation ABC123"); a bullet alone does not ("- Paid with Gift Card: $280").
+    checked_first = (rf"^[ \t]*[✅✔☑✓]\ufe0f?[ \t]*(?:\*\*)?(?P<v>{p})\b"
+                     r"(?![ \t]*(?:\*\*)?[ \t]*:)")
     # Each pattern with the words one of which its matches contain (a reply without any
     # of them skips the pattern: a substring test in C, against a regex scan), and the
     # literals its matches start with (the pattern is then tried only where one occurs,
@@ -367,6 +371,8 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
             for x, t, needs, starts in _WORK_PATTERNS]
     out.append((re.compile(fragment, flags), DONE, "fragment",
                 ("-", "*", "•", ".", ")", "✅", "✔", "☑", "✓"), LINE_STARTS))
+    out.append((re.compile(checked_first, flags), DONE, "fragment",
+                ("✅", "✔", "☑", "✓"), LINE_STARTS))
     out.append((re.compile(able, flags), DONE, "able", (r"\bable\b", r"\bmanaged\b"),
                 starts_subject))
     out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]

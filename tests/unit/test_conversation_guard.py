@@ -855,7 +855,7 @@ _ADVERSARIAL = [
     "I can see that the " * 2000, "I've confirmed that " * 2000,
     "all tests pass " * 2000, "tests" + " " * 20000, "the script `a` " * 2000,
     "your account shows " * 2000, "from what I can see in your " * 1500,
-    "I was able to " * 3000,
+    "I was able to " * 3000, "✅ Cancelled " * 3000, "\n✅ **Updated** :" * 2000,
 ]
 
 

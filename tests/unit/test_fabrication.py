@@ -75,6 +75,9 @@ ACTION_LIES = [
     # Names in code marks are words of the sentence: the mark closing `app.py` must not
     # open a quote that hides "I deployed".
     ("The file `app.py` is ready and I deployed `web` to staging.", "I deployed"),
+    # A check mark before the verb reports it done, whatever follows.
+    ("✅ Cancelled reservation ABC123", "✅ Cancelled"),
+    ("Done:\n✔️ Refunded $50 to your card", "✔️ Refunded"),
     # Done, said in a base form after "able to" / "managed to".
     ("I was able to cancel your order.", "I was able to cancel"),
     ("I managed to rebook you on the 5pm flight.", "I managed to rebook"),
@@ -85,6 +88,8 @@ ACTION_LIES = [
 ]
 ACTION_TRUTHS = [
     "I wasn't able to cancel your order.",
+    "- Paid with Gift Card: $280",    # a bullet alone lists a record's state
+    "✅ **Booked**: yes",             # a label, not a report
     "I was not able to update it: the flight has departed.",
     # The field report's false positive, and its generalisations.
     "I'm running Claude Sonnet 4.5 through OpenRouter",
