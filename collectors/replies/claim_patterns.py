@@ -298,7 +298,14 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     # "The cancellation went through", "your refund was successful": the work named by
     # its noun, reported done. Not "is confirmed": a record's status reads that way.
     finished = (rf"\b(?P<n>{nouns})(?:\s+request)?\s+(?:went\s+through|has\s+gone\s+through|"
-                rf"was\s+successful|is\s+(?:now\s+)?complete|has\s+(?:now\s+)?been\s+completed)\b")
+                rf"was\s+successful|is\s+(?:now\s+)?complete|(?:has|have)\s+(?:now\s+|also\s+|"
+                rf"already\s+)?been\s+(?:successfully\s+)?(?:completed|made|finalized|"
+                rf"carried\s+out))\b")
+    # "I've made the changes", "we completed the cancellation": the work named by its noun,
+    # done by the reporter.
+    made = (rf"{_SUBJ}(?:{_APOS}ve|\s+have|\s+had)?{_ADV}\s+(?:made|completed|finalized|"
+            rf"carried\s+out)\s+(?:the\s+|your\s+|this\s+|that\s+|these\s+|those\s+|all\s+"
+            rf"(?:the\s+)?)?(?:\w+\s+){{0,2}}?(?P<n>{nouns})\b")
     # A result credited to a lookup: "according to our records", "based on my search",
     # "my search shows", "looking at your order". The rules and the policy are in the
     # prompt, not behind a tool, so they are no source here.
@@ -377,8 +384,11 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
                 starts_subject))
     out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]
     # The action nouns, case-sensitively: a start finder (a noun starts every match).
+    out.append((re.compile(made, flags), DONE, "noun",
+                ("made", "complet", "finaliz", "carried out"), starts_subject))
     out.append((re.compile(finished, flags), DONE, "noun",
-                ("went through", "gone through", "was successful", "complete"),
+                ("went through", "gone through", "was successful", "complete", "been made",
+                 "finalized", "carried out"),
                 re.compile(nouns)))
     out += [(re.compile(x, flags), NOW, "now", needs, starts)
             for x, (needs, starts) in zip(now, now_hints, strict=True)]

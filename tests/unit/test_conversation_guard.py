@@ -856,6 +856,7 @@ _ADVERSARIAL = [
     "all tests pass " * 2000, "tests" + " " * 20000, "the script `a` " * 2000,
     "your account shows " * 2000, "from what I can see in your " * 1500,
     "I was able to " * 3000, "✅ Cancelled " * 3000, "\n✅ **Updated** :" * 2000,
+    "I have made the " * 3000, "changes have been made " * 2000,
 ]
 
 

@@ -75,6 +75,10 @@ ACTION_LIES = [
     # Names in code marks are words of the sentence: the mark closing `app.py` must not
     # open a quote that hides "I deployed".
     ("The file `app.py` is ready and I deployed `web` to staging.", "I deployed"),
+    # The work named by its noun, done ("made", "completed").
+    ("I have made the change.", "I have made the change"),
+    ("The changes have been made to your reservation.", "changes have been made"),
+    ("I've completed the cancellation.", "I've completed the cancellation"),
     # A check mark before the verb reports it done, whatever follows.
     ("✅ Cancelled reservation ABC123", "✅ Cancelled"),
     ("Done:\n✔️ Refunded $50 to your card", "✔️ Refunded"),
@@ -89,6 +93,8 @@ ACTION_LIES = [
 ACTION_TRUTHS = [
     "I wasn't able to cancel your order.",
     "- Paid with Gift Card: $280",    # a bullet alone lists a record's state
+    "If the changes have been made, you will get an email.",
+    "I have made a note of your request.",
     "✅ **Booked**: yes",             # a label, not a report
     "I was not able to update it: the flight has departed.",
     # The field report's false positive, and its generalisations.
