@@ -90,7 +90,7 @@ _ACTION_NOUNS = {
     "verification": "verify", "check": "check",
 }
 
-_ADV = (r"(?:\s+(?:just|now|already|also|successfully|finally|then|first|quickly|"
+_ADV = (r"(?:\s+(?:just|now|already|also|successfully|finally|then|first|quickly|currently|"
         r"previously|recently|actually|thoroughly|carefully|since|all|both|fully|"
         r"immediately|indeed|again|personally|manually|gone\s+ahead\s+and|went\s+ahead\s+"
         r"and|go\s+ahead\s+and|proceed\s+to|proceeded\s+to|now\s+proceed\s+to)){0,3}")
@@ -283,6 +283,11 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
         rf"about\s+to)){_ADV}\s+(?P<v>{b})\b",
         # "please hold while I check", "one moment while I look that up".
         rf"\bwhile\s+(?:i|we){_ADV}\s+(?P<v>{b}|{g})\b",
+        # "Give me a moment to cancel that", "I'm in the process of cancelling it".
+        rf"\b(?:give|allow)\s+me\s+(?:a|one|just\s+a)\s+(?:moment|second|minute|sec)\s+"
+        rf"to{_ADV}\s+(?P<v>{b})\b",
+        rf"{_SUBJ}(?:{_APOS}m|\s+am|\s+are|{_APOS}re){_ADV}\s+in\s+the\s+process\s+of\s+"
+        rf"(?P<v>{g})\b",
         # "Updating your reservation now."
         rf"{_SENT}{_MARKS}(?P<v>{g})\b[^.!?\n]{{0,80}}\bnow\b",
     ]
@@ -367,7 +372,9 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     now_hints: hints = ((("i'm", "i’m", "i am", "we are", "we're", "we’re"), starts_subject),
                  (("let",), ("let",)),
                  (("i'll", "i’ll", "will", "shall", "going", "about"), starts_subject),
-                 (("while",), ("while",)), ((_NOW_WORD,), SENTENCE_STARTS))
+                 (("while",), ("while",)),
+                 ((r"\bme\b",), ("give", "allow")), (("process of",), starts_subject),
+                 ((_NOW_WORD,), SENTENCE_STARTS))
     proceed_needs = ("proceed", "process", "complet", "finaliz", "initiat", "handl", "mak")
     subject_finder = re.compile(_SUBJECT_FINDER)
     work_starts: dict[str, Starts] = {"subject": starts_subject, "finder": subject_finder}

@@ -857,6 +857,7 @@ _ADVERSARIAL = [
     "your account shows " * 2000, "from what I can see in your " * 1500,
     "I was able to " * 3000, "✅ Cancelled " * 3000, "\n✅ **Updated** :" * 2000,
     "I have made the " * 3000, "changes have been made " * 2000,
+    "give me a moment to " * 2000, "I'm in the process of " * 2000,
 ]
 
 
