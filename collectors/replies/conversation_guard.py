@@ -238,7 +238,7 @@ class ConversationDetector:
         since_result: list[tuple[int, str, frozenset[str] | None]] = []
         results_seen: set[int] = set()
         user_said: list[str] = []  # what the user said since the latest reply
-        calls_made: set[int] = set()  # the calls made so far, by tool and arguments
+        calls_made = _CallsMade()  # the calls made so far, by tool and arguments
         # Per turn, read once however long the conversation: the names of the calls of
         # the turn and of all turns before it, and the money the turn's writes returned.
         turns = _Turns(conv, catalog.kinds)
@@ -271,16 +271,17 @@ class ConversationDetector:
                     if message.role == "user":
                         user_said.append(message.text[:_MAX_USER_CHARS])
                 continue
-            keys = [_call_key(call) for call in message.calls]
             if not message.is_reply:
-                calls_made.update(keys)
+                calls_made.add(message.calls)
                 continue
             if wanted is None or message.index in wanted:
-                retried = all(key in calls_made for key in keys)
+                # Only a reply that could repeat one asks whether its calls are retries.
+                retried = not message.calls or (bool(since_result)
+                                                 and calls_made.all_made(message.calls))
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
                                             run, turns.state(), " ".join(user_said),
                                             retried))
-            calls_made.update(keys)
+            calls_made.add(message.calls)
             # A reply with a call stays an earlier reply to repeat: the call is not
             # progress, its result is (and the same error again clears nothing).
             since_result.append((message.index, _bounded(message.text), None))
@@ -463,6 +464,26 @@ class _Turns:
             else:
                 known = into[call.name]
                 into[call.name] = None if known is None or found is None else known | found
+
+
+class _CallsMade:
+    """The calls an agent made so far; each one's arguments are read (as JSON) only when
+    a reply's calls are asked about, which is rare: most replies make no call, or come
+    after a new result."""
+
+    def __init__(self) -> None:
+        self._calls: list[ToolCall] = []
+        self._keys: set[int] = set()
+        self._keyed = 0  # calls whose key is in _keys
+
+    def add(self, calls: Sequence[ToolCall]) -> None:
+        self._calls.extend(calls)
+
+    def all_made(self, calls: Sequence[ToolCall]) -> bool:
+        """Whether every one of ``calls`` was made before, with the same arguments."""
+        self._keys.update(_call_key(call) for call in self._calls[self._keyed:])
+        self._keyed = len(self._calls)
+        return all(_call_key(call) in self._keys for call in calls)
 
 
 def _call_key(call: ToolCall) -> int:
