@@ -337,7 +337,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
          r"(?:your|the|our)\s+(?:account|order|reservation|booking|payment)\s+"
          r"(?:details|history|records?|information)|your\s+(?:profile|details))\s+"
          r"(?:shows?|showed|indicates?|indicated|lists?|listed|reflects?|reflected)\b",
-         ("show", "indicat", "list", "reflect"), ("your", "the", "our")),
+         (" show", "indicat", " list", "reflect"), ("your", "the", "our")),
         # "From what I can see in your account", "from what I see on your profile".
         (r"\bfrom\s+what\s+(?:i|we)\s+(?:can\s+)?(?P<v>see)\s+(?:in|on)\s+(?:your|the)\s+"
          r"(?:account|order|reservation|booking|records?|profile|system)\b",
@@ -392,7 +392,7 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     out += [(re.compile(x, flags), DONE, "cite", needs, starts) for x, needs, starts in cited]
     # The action nouns, case-sensitively: a start finder (a noun starts every match).
     out.append((re.compile(made, flags), DONE, "noun",
-                ("made", "complet", "finaliz", "carried out"), starts_subject))
+                (r"\bmade\b", "completed", "finalized", "carried out"), starts_subject))
     out.append((re.compile(finished, flags), DONE, "noun",
                 ("went through", "gone through", "was successful", "complete", "been made",
                  "finalized", "carried out"),
