@@ -47,7 +47,7 @@ from .grounding import (
     find_ungrounded,
     result_amounts,
 )
-from .loops import find_loop
+from .loops import NEAR_VERBATIM, find_loop
 from .run_outcomes import find_run_outcomes, unseen_outcomes
 from .text_tool_calls import find_text_tool_calls
 from .tool_kinds import ToolKinds
@@ -89,10 +89,6 @@ _MAX_USER_CHARS = 8 * 1024
 # many (the latest). A run whose results repeat ("OK" after every edit) or a chat with no
 # tools would otherwise compare each reply with all before it.
 _MAX_LOOP_CANDIDATES = 32
-# A reply that makes a new call is trying something new. One that only makes calls made
-# before loops when it says again almost word for word what an earlier reply said, with
-# no new result since: the same update retried after the same error, in the same words.
-_CALLING_LOOP_SIMILARITY = 0.9
 # Arguments longer than this (an edit's whole file) are compared as written.
 _MAX_CALL_KEY_CHARS = 16 * 1024
 
@@ -326,8 +322,11 @@ class ConversationDetector:
                                             v.text for v in values[:_MAX_EVIDENCE])))
         similarity = repeats = None
         if names.TIER_REPETITION in run and retried:
+            # A reply that makes a new call is trying something new. One that only makes
+            # calls made before loops when it says again almost word for word what an
+            # earlier reply said: the same update retried after the same error.
             threshold = (self.loop_threshold if not message.calls
-                         else max(self.loop_threshold, _CALLING_LOOP_SIMILARITY))
+                         else max(self.loop_threshold, NEAR_VERBATIM))
             loop = find_loop(text, since_result, threshold=threshold,
                              min_words=self.min_loop_words, user_said=user_said)
             if loop is not None:

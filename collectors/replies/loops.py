@@ -19,7 +19,8 @@ no new call in this one, and nothing new in it**:
    upgrade your seat I need your reservation ID") or an answer that takes up a new
    question of the user's is progress. The user insisting ("is there any other way?",
    "are you sure?") is not: a refusal reworded in the user's own words is the same
-   refusal.
+   refusal, and so is one said again almost word for word with the user's new verb
+   swapped in.
 
 A call is not progress, its result is: an agent that retries a failing update, gets the
 same error and says the same thing again is looping (the detector judges a reply that
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 
 from .claims import sentences
 
-__all__ = ["LoopMatch", "content_words", "find_loop"]
+__all__ = ["NEAR_VERBATIM", "LoopMatch", "content_words", "find_loop"]
 
 _WORD_RE = re.compile(r"[a-z][a-z']+|\d+")
 # Values a reply can bring: ids, amounts, numbers.
@@ -112,6 +113,9 @@ sure certainly absolutely great okay ok yes noted appreciate patience kindly reg
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 # A sentence counts as new when at least this share of its content words is new.
 _NEW_SENTENCE_SHARE = 0.5
+# At or above this share of content in common, a reply is the earlier one said again,
+# almost word for word.
+NEAR_VERBATIM = 0.9
 _MIN_SENTENCE_WORDS = 3
 
 
@@ -274,7 +278,9 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     if _LOOKUP_OFFER_RE.search(reply) and not any(
             _LOOKUP_OFFER_RE.search(text) for _, text, _ in earlier):
         return None  # a new way forward
-    takes_up_user = bool((words - said) & user_words)
+    # A reply all but word for word the earlier one answers nothing new, whatever word of
+    # the user's it picks up.
+    takes_up_user = bool((words - said) & user_words) and best.similarity < NEAR_VERBATIM
     if takes_up_user and _REQUEST_RE.search(reply) and not refusal:
         return None  # a request for what the user's new request needs
     # The user asked something new (not insisting) and the reply takes it up: an answer

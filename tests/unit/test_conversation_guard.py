@@ -732,6 +732,25 @@ def test_every_form_of_a_word_meets_its_base(one: str, other: str) -> None:
     assert content_words(one) == content_words(other)
 
 
+def test_the_same_refusal_word_for_word_answers_no_new_question() -> None:
+    # tau-bench t15r3 [4]: the user asks the same thing in new words; the reply is the
+    # earlier refusal with the user's verb swapped in. Picking up the user's word makes
+    # an answer new only when the rest changed too.
+    refusal = ("I'm sorry, but I cannot assist with {} a passenger from an existing "
+               "reservation. You may need to contact a human agent for further assistance. "
+               "Would you like me to transfer you to a human agent?")
+    messages = [user("Hi, I need to cancel a passenger from my upcoming flights."),
+                said(refusal.format("canceling")),
+                user("Well, actually, I need to remove one passenger named Sophia from my "
+                     "flights. Can you help with that?"),
+                said(refusal.format("removing"))]
+    assert tiers_of(messages) == (REPETITION,)
+    # An answer that takes the new words up and changes more is an answer.
+    assert tiers_of([*messages[:3], said(
+        "Removing a passenger named Sophia needs a new booking for the others, which I "
+        "cannot make for you. Would you like me to transfer you to a human agent?")]) == ()
+
+
 def test_the_same_error_result_again_is_not_progress() -> None:
     error = "Error: flight HAT030 not available on date 2024-05-13"
     failed = "It seems flight HAT030 is not available on May 13. Shall I search alternatives?"
