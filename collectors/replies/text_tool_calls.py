@@ -102,6 +102,7 @@ class TextToolCall:
 # How much of a call's text its excerpt shows; two readings of one name closer than this
 # are one call.
 _EXCERPT_CHARS = 80
+_SHAPES = ("json", "tag", "action", "call")
 
 
 def _known(name: str | None, tools: Collection[str]) -> str | None:
@@ -145,8 +146,8 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
             return
         # The same call read in a second shape (JSON inside a <tool_call> tag) is one
         # call, shown from where it starts.
-        near = [key for key, (at, _) in found.items()
-                if key[0] == known and abs(at - start) < _EXCERPT_CHARS]
+        near = [(known, other) for other in _SHAPES if (known, other) in found
+                and abs(found[(known, other)][0] - start) < _EXCERPT_CHARS]
         if any(found[key][0] <= start for key in near):
             return
         for key in near:

@@ -894,6 +894,18 @@ def test_adversarial_input_costs_time_linear_in_its_size(unit: str) -> None:
     assert large < 10 * max(small, 0.002), (small, large)
 
 
+def test_typed_calls_of_many_names_cost_time_linear_in_their_number() -> None:
+    # With no catalog every name counts: a reply of thousands of distinct typed calls
+    # must not compare each with all found before it.
+    def typed(count: int) -> str:
+        return "".join(f'{{"name": "tool_{i}", "arguments": {{}}}} ' for i in range(count))
+    small, large = typed(2000), typed(8000)
+    small_s = min(cpu_seconds(lambda: find_text_tool_calls(small, ())) for _ in range(3))
+    large_s = min(cpu_seconds(lambda: find_text_tool_calls(large, ())) for _ in range(3))
+    assert large_s < 10 * max(small_s, 0.002), (small_s, large_s)
+    assert len(find_text_tool_calls(small, ())) == 2000
+
+
 def test_a_tool_list_is_read_once_per_object_and_again_when_it_changes() -> None:
     detector = ConversationDetector()
     tools = [tool("cancel_reservation")]
