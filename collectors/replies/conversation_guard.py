@@ -89,6 +89,10 @@ _MAX_USER_CHARS = 8 * 1024
 # many (the latest). A run whose results repeat ("OK" after every edit) or a chat with no
 # tools would otherwise compare each reply with all before it.
 _MAX_LOOP_CANDIDATES = 32
+# A run's outcome is judged against the calls of at most this many messages before it:
+# each reply with an outcome would otherwise read its whole turn again (a coding agent's
+# run is one long turn).
+_MAX_RUN_LOOKBACK = 256
 # Arguments longer than this (an edit's whole file) are compared as written.
 _MAX_CALL_KEY_CHARS = 16 * 1024
 
@@ -313,7 +317,8 @@ class ConversationDetector:
                        for f in find_contradicted_fields(text, turn.unapplied)]
             outcomes = find_run_outcomes(text)
             if outcomes:
-                steps = conv.calls_with_results(conv.turn_bounds(position)[0], position)
+                steps = conv.calls_with_results(
+                    max(conv.turn_bounds(position)[0], position - _MAX_RUN_LOOKBACK), position)
                 values += [UngroundedValue("outcome", phrase)
                            for phrase in unseen_outcomes(outcomes, steps, catalog.kinds)]
             if values:

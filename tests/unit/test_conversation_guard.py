@@ -937,6 +937,22 @@ def test_a_long_conversation_costs_time_linear_in_its_length() -> None:
     assert best[1] < 24 * max(best[0], 0.002), best
 
 
+def test_run_outcomes_in_one_long_turn_cost_time_linear_in_its_length() -> None:
+    # A coding agent's run is one turn; each reply reporting an outcome reads the calls
+    # before it, a bounded window of them, not the whole turn again.
+    def steps(count: int) -> list[dict[str, Any]]:
+        messages = [user("Fix the failing tests.")]
+        for i in range(count):
+            messages += [said(f"Step {i} done and all tests pass.",
+                              ("update_reservation_flights", {"line": i})),
+                         result("update_reservation_flights", {"line": i})]
+        return messages
+    small, large = steps(150), steps(1200)
+    best = [min(_timed(lambda m=m: judge_conversation(m, AIRLINE)) for _ in range(3))
+            for m in (small, large)]
+    assert best[1] < 24 * max(best[0], 0.002), best
+
+
 def _same_result_steps(count: int) -> list[dict[str, Any]]:
     # Every edit answered "OK": no result is new, so no result ends the replies a later
     # one may repeat; nor does a chat with no tools at all.
