@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ...schemas.names import REASON_TOOL_NAME
 from .claims import Claim
-from .tool_kinds import BOTH, ToolKinds, name_words
+from .tool_kinds import BOTH, ToolKinds, name_words, ran_a_command
 from .verbs import CONCESSION_VERBS, EXECUTE_VERBS, READ, WRITE, verb_kind
 
 __all__ = ["ClaimMatcher"]
@@ -164,7 +164,7 @@ class ClaimMatcher:
             own = self.kinds.of(name)
             did = (call_kinds[name] if call_kinds is not None and name in call_kinds
                    else own)
-            if did is None or (did == BOTH and own in (None, BOTH)):
+            if ran_a_command(own, did):
                 return True
             if self._matched(name, words) - {"run"}:
                 return True

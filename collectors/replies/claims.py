@@ -129,6 +129,9 @@ class Claim:
     joined: int = -1
 
 
+# "your last", "the", "this earlier": what may come before a part of the conversation.
+_CONVERSATION_PART = (r"\s+(?:(?:your|this|the|that|my)\s+)?"
+                      r"(?:(?:last|previous|earlier|original)\s+)?")
 # What follows the verb can show the words are not a claim of tool work:
 _AFTER_NOT_CLAIM_RE = re.compile(
     # figurative ("building on your idea"), "checking in", interpretation ("reading this
@@ -137,15 +140,13 @@ _AFTER_NOT_CLAIM_RE = re.compile(
     r"|\s+in\b(?!\s+(?:the|your|our|my|to)\b)"
     r"|\s+(?:(?:this|that|it|you|your\s+\w+|the\s+\w+)\s+)?as\b(?!\s+(?:requested|asked|"
     r"discussed|agreed|instructed|planned|promised|confirmed|you\s+(?:asked|requested)))"
-    r"|\s+(?:(?:your|this|the|that|my)\s+)?(?:(?:last|previous|earlier|original)\s+)?"
-    r"(?:question|reply|comment|prompt|feedback|point|answer|words)\b"
+    rf"|{_CONVERSATION_PART}(?:question|reply|comment|prompt|feedback|point|answer|words)\b"
     r"|\s+(?:what|how|why|whether)\s+(?:you|we)\b",
     re.IGNORECASE)
 # Reading "your message" or "the request" is reading the conversation; submitting,
 # processing or forwarding a request is work in the world ("I've submitted the request").
-_AFTER_CONVERSATION_RE = re.compile(
-    r"\s+(?:(?:your|this|the|that|my)\s+)?(?:(?:last|previous|earlier|original)\s+)?"
-    r"(?:message|request)\b", re.IGNORECASE)
+_AFTER_CONVERSATION_RE = re.compile(rf"{_CONVERSATION_PART}(?:message|request)\b",
+                                    re.IGNORECASE)
 # A second verb joined to a claim's: "let me check and update", "I'll look up and cancel".
 _AND_VERB_RE = re.compile(r"\s+(?:it\s+|that\s+|this\s+|them\s+)?(?:up\s+)?and\s+(?:then\s+)?"
                           r"([a-z]+)\b", re.IGNORECASE)

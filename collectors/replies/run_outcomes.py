@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from .claims import mask_quoted
 from .conversation import ToolCall
-from .tool_kinds import BOTH, ToolKinds, name_words
+from .tool_kinds import ToolKinds, name_words, ran_a_command
 from .verbs import WRITE
 
 __all__ = ["find_run_outcomes", "may_report_run_outcome", "unseen_outcomes"]
@@ -64,9 +64,12 @@ _COUNT_BEFORE_RE = re.compile(r"\b\d++\s++(?:tests?\s++)?$", re.IGNORECASE)
 _SOME_FAILED_RE = re.compile(r"\s*+,?\s*+[1-9]\d*+\s++failed", re.IGNORECASE)
 # The words that may lead a subject into its phrase ("all 42 unit tests"), for the
 # evidence.
+# The words that say which tests ("unit tests", "previously failing tests").
+_MODIFIERS = ("unit", "integration", "existing", "new", "remaining", "relevant", "failing",
+              "previously")
 _LEAD_IN_RE = re.compile(r"(?:\ball\s++(?:of\s++)?(?:the\s++)?(?:\d++\s++)?|\b\d++\s++)?"
-                         r"(?:\b(?:unit|integration|existing|new|remaining|relevant|failing|"
-                         r"previously\s++failing)\s++)?$", re.IGNORECASE)
+                         rf"(?:\b(?:{'|'.join(_MODIFIERS[:-1])}|previously\s++failing)\s++)?$",
+                         re.IGNORECASE)
 # The end of the outcome's sentence: a question there asks, it does not report.
 _SENTENCE_END_RE = re.compile(r"[!?\n]|\.(?!\w)")
 _MAX_SENTENCE_TAIL_CHARS = 400
@@ -91,8 +94,7 @@ _LOOK_BACK_CHARS = 160
 _LEAD_WORDS = frozenset({"the", "all", "my", "our", "your", "its", "these", "those", "this",
                          "that", "both", "every", "each", "and", "so", "now", "which",
                          "then", "great", "good", "done", "yes", "ok", "okay", "also",
-                         "of", "unit", "integration", "existing", "new", "remaining",
-                         "relevant", "failing", "previously"})
+                         "of", *_MODIFIERS})
 # Tool-name words of a tool that runs something itself (``run_tests``, ``build_project``).
 _RUN_TOOL_WORDS = frozenset({"run", "test", "tests", "pytest", "build", "lint", "check",
                              "checks", "exec", "execute", "compile", "ci"})
@@ -218,9 +220,8 @@ def unseen_outcomes(outcomes: Sequence[str], steps: Sequence[tuple[ToolCall, str
     ran = False
     failed = False  # what the latest run since the change with a summary showed
     for call, result in steps:
-        own = kinds.of(call.name)
         did = kinds.of_call(call.name, call.arguments)
-        if ((did is None or did == BOTH) and own in (None, BOTH)) or (
+        if ran_a_command(kinds.of(call.name), did) or (
                 _RUN_TOOL_WORDS & set(name_words(call.name))):
             # A command runner or a tool that may do anything, or a tool named for a run.
             ran = True

@@ -34,7 +34,8 @@ from ..errors import GuardInputError
 from .verbs import EXECUTE_TOOL_WORDS, READ, WRITE, verb_kind
 from .verbs import NEUTRAL as NEUTRAL_KIND
 
-__all__ = ["BOTH", "NEUTRAL", "ToolKinds", "command_kind", "kind_from_text", "name_words"]
+__all__ = ["BOTH", "NEUTRAL", "ToolKinds", "command_kind", "kind_from_text", "name_words",
+           "ran_a_command"]
 
 BOTH: frozenset[str] = frozenset({READ, WRITE})
 NEUTRAL: frozenset[str] = frozenset()
@@ -110,6 +111,13 @@ def kind_from_text(name: str, description: str = "") -> frozenset[str] | None:
             continue
         return _kinds_of(verb_kind(_lemma(lowered)))
     return None
+
+
+def ran_a_command(own: frozenset[str] | None, did: frozenset[str] | None) -> bool:
+    """Whether a call ran something: its tool (kind ``own``) runs commands or may do
+    anything, and what the call did (``did``, see :meth:`ToolKinds.of_call`) is not only
+    reading or writing. An editor that viewed and edited did both, yet ran nothing."""
+    return did is None or (did == BOTH and own in (None, BOTH))
 
 
 def command_kind(command: str) -> frozenset[str] | None:
