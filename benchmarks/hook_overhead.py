@@ -274,7 +274,8 @@ def bench_adversarial() -> dict[str, float]:
                for n, _ in _CATALOG]
     units = ["I'm ", "I have been ", "let me ", "$1,", "12:", '{"name": "', "<tool_call>",
              "cancel_reservation(", "- **a:** ", "A1", "a", "if you ", ". ", "`", '"',
-             "Action: ", "123 ", "I've updated it. ", "$5 has been charged. "]
+             "Action: ", "123 ", "I've updated it. ", "$5 has been charged. ", "in your ",
+             "I can transfer you to a human agent. "]
     gate = default_gate()
     detectors = {
         "conversation (reply, user message and tool result of 1 MB each)":
@@ -284,6 +285,13 @@ def bench_adversarial() -> dict[str, float]:
                     "id": "c", "type": "function",
                     "function": {"name": "cancel_reservation", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "c", "content": t},
+                {"role": "assistant", "content": t}], catalog),
+        # The loop rules read a reply only beside an earlier one.
+        "loops (two replies of 1 MB each, the user insisting between)":
+            lambda t: judge_conversation([
+                {"role": "user", "content": "Change my flight."},
+                {"role": "assistant", "content": t},
+                {"role": "user", "content": "Is there any other way?"},
                 {"role": "assistant", "content": t}], catalog),
         "criticality gate": gate.assess,
         "validate_plan (a 1 MB tool name)": lambda t: validate_plan(
@@ -525,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
              ["emit path, Kafka unreachable", *_cells(unreachable["emit"])]]
     report.table("hook_overhead: per call, microseconds",
                  ["call", "median us", "p99 us", "mean us", "calls"], rows)
-    report.table("1 MB of adversarial text, worst over 19 constructions (best of 3 each)",
+    report.table("1 MB of adversarial text, worst over 21 constructions (best of 3 each)",
                  ["detector", "seconds"], [[name, s] for name, s in adversarial.items()])
     redaction_ratio = export["redacted"]["median_us"] / export["plain"]["median_us"]
     report.table(f"span export per span, microseconds ({export['spans']} foreign spans, "

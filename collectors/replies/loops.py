@@ -48,8 +48,10 @@ from .claims import sentences
 __all__ = ["NEAR_VERBATIM", "LoopMatch", "content_words", "find_loop"]
 
 _WORD_RE = re.compile(r"[a-z][a-z']+|\d+")
-# Values a reply can bring: ids, amounts, numbers.
-_VALUE_RE = re.compile(r"[A-Za-z0-9_]*\d[A-Za-z0-9_]*|\$\s?\d[\d,.]*")
+# Values a reply can bring: ids, amounts, numbers. A value starts after no letter and no
+# underscore (the lookbehind; the same matches): tried at every letter of a long run with
+# no digit, the pattern would scan the rest of the run each time, quadratic in its length.
+_VALUE_RE = re.compile(r"(?<![A-Za-z_])[A-Za-z0-9_]*\d[A-Za-z0-9_]*|\$\s?\d[\d,.]*")
 # Sentences of courtesy carry no content, however new their words.
 _COURTESY_RE = re.compile(
     r"\b(?:thank|thanks|sorry|apolog|understand|appreciate|welcome|glad|happy\s+to|great|"

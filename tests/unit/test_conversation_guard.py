@@ -878,6 +878,12 @@ _ADVERSARIAL = [
     "I have made the " * 3000, "changes have been made " * 2000,
     "give me a moment to " * 2000, "I'm in the process of " * 2000,
 ]
+# Units for the loop rules, which read a reply only beside an earlier one.
+_ADVERSARIAL_LOOPS = [
+    "in your " * 4000, "check the a b " * 3000, "in your " + "a" * 40000 + " email",
+    "transfer you " * 3000, "speaking with " * 3000, "contact a human " * 3000,
+    "I need the ID. Check your email. " * 1000, "I can transfer you to a human agent. " * 800,
+]
 
 
 def _judge_seconds(text: str) -> float:
@@ -891,6 +897,19 @@ def test_adversarial_input_costs_time_linear_in_its_size(unit: str) -> None:
     # Best of three per size keeps a busy machine from deciding.
     small = min(_judge_seconds(unit) for _ in range(3))
     large = min(_judge_seconds(unit * 4) for _ in range(3))
+    assert large < 10 * max(small, 0.002), (small, large)
+
+
+def _loop_seconds(text: str) -> float:
+    messages = [user("Change my flight."), said(text), user("Is there any other way?"),
+                said(text + " Please.")]
+    return cpu_seconds(lambda: judge_conversation(messages, AIRLINE))
+
+
+@pytest.mark.parametrize("unit", _ADVERSARIAL_LOOPS, ids=range(len(_ADVERSARIAL_LOOPS)))
+def test_adversarial_replies_cost_the_loop_rules_time_linear_in_their_size(unit: str) -> None:
+    small = min(_loop_seconds(unit) for _ in range(3))
+    large = min(_loop_seconds(unit * 4) for _ in range(3))
     assert large < 10 * max(small, 0.002), (small, large)
 
 
