@@ -8,13 +8,17 @@ no new call in this one, and nothing new in it**:
 
 1. *same substance*: the reply and an earlier one share most of their content words
    (lower-cased, simple endings cut, function and courtesy words dropped), measured in
-   both directions so a short reply inside a long one is not a repeat of it;
+   both directions so a short reply inside a long one is not a repeat of it. A sentence
+   that only tells the user where to find what they were asked for ("you can find it in
+   your confirmation email") is the request reworded, not substance. An offer to hand the
+   user to a person, made again, is the same transfer notice however it is worded;
 2. *nothing new*: no sentence of the reply is mostly new words (courtesy sentences such as
-   "I understand your frustration" and closings such as "if you need further assistance,
-   let me know" do not count), and it states no value (id, amount, number) the earlier
-   replies did not;
-3. *no new way forward*: it offers no lookup the earlier replies did not ("provide your
-   user ID and I can look it up" after the user lost the reservation ID is progress);
+   "I understand your frustration", closings such as "if you need further assistance,
+   let me know", pointers to where to find something and transfer offers do not count),
+   and it states no value (id, amount, number) the earlier replies did not;
+3. *no new way forward*: it offers no lookup and no transfer the earlier replies did not
+   ("provide your user ID and I can look it up" after the user lost the reservation ID
+   is progress, and so is the first "I can transfer you to a human agent");
 4. *no new question answered*: a request for what a new ask of the user's needs ("to
    upgrade your seat I need your reservation ID") or an answer that takes up a new
    question of the user's is progress. The user insisting ("is there any other way?",
@@ -30,7 +34,7 @@ user's thanks, naming nothing new, is the loop of an agent that cannot end a
 conversation, however few content words it has.
 
 Measured on 2,216 hand-labelled real replies (``benchmarks/detection_quality.py``), this
-keeps about seven flags in eight right and finds about five in eight labelled loops. Two
+keeps about nine flags in ten right and finds about seven in ten labelled loops. Two
 independent labelling passes of the same replies agreed on loops at about F1 0.69: the
 boundary between "asking again" and "moving the conversation on" is a judgement people
 split on too.
@@ -45,7 +49,7 @@ from dataclasses import dataclass
 
 from .claims import sentences
 
-__all__ = ["NEAR_VERBATIM", "LoopMatch", "content_words", "find_loop"]
+__all__ = ["NEAR_VERBATIM", "LoopMatch", "content_words", "find_loop", "substance_words"]
 
 _WORD_RE = re.compile(r"[a-z][a-z']+|\d+")
 # Values a reply can bring: ids, amounts, numbers. A value starts after no letter and no
@@ -76,6 +80,22 @@ _FAREWELL_RE = re.compile(
     r"|looking\s+forward|take\s+your\s+time|get\s+well)", re.IGNORECASE)
 _ACKNOWLEDGEMENT_RE = re.compile(
     r"\b(?:sounds\s+good|perfect|wonderful|excellent|alright|got\s+it|will\s+do|enjoy)\b",
+    re.IGNORECASE)
+# A pointer to where the user can find what they were asked for ("you can find it in your
+# booking confirmation", "please check your email or any other place you might have stored
+# it"): the request said again in other words, not a way forward (an offer to look it up
+# is one, see _LOOKUP_OFFER_RE, whatever else its sentence says). Such a sentence is
+# neither new nor the reply's substance.
+_FIND_IT_RE = re.compile(
+    r"\b(?:in|on|at|through|check)\s+(?:your|the|any|our)\s+(?:[a-z]+\s+){0,2}?"
+    r"(?:e-?mails?|inbox|confirmations?|account|website|app|documents?|messages?|receipts?)\b",
+    re.IGNORECASE)
+# The offer to hand the user to a person: said again with nothing new since, it is the
+# same transfer notice however it is worded ("I can transfer you to a human agent", "I
+# recommend speaking with a human agent who may be able to assist").
+_TRANSFER_RE = re.compile(
+    r"\btransfer(?:ring)?\s+you\b|\b(?:speak(?:ing)?\s+(?:with|to)|contact(?:ing)?"
+    r"|reach(?:ing)?\s+out\s+to)\s+(?:a\s+)?(?:human|live)\s+(?:agent|representative)",
     re.IGNORECASE)
 # A request for information, and a refusal: asking again for what a new request of the
 # user needs ("to upgrade your seat, I'll need your reservation ID") answers that request;
@@ -153,6 +173,16 @@ def content_words(text: str) -> frozenset[str]:
                      if len(w) > 1)
 
 
+def substance_words(text: str) -> frozenset[str]:
+    """The content words of what ``text`` says: :func:`content_words` without the
+    sentences that only point the user to where they can find something (those words,
+    "email", "confirmation", "account", would make the same request said again look like
+    another one)."""
+    if _FIND_IT_RE.search(text) is None:
+        return content_words(text)
+    return content_words(" ".join(s for _, s in sentences(text) if not _FIND_IT_RE.search(s)))
+
+
 @dataclass(frozen=True, slots=True)
 class LoopMatch:
     """The earlier reply this one repeats.
@@ -183,7 +213,8 @@ def _says_something_new(reply: str, said: frozenset[str], said_values: set[str])
         return True
     for _, sentence in sentences(reply):
         words = content_words(sentence)
-        if len(words) < _MIN_SENTENCE_WORDS or _courteous(sentence):
+        if (len(words) < _MIN_SENTENCE_WORDS or _courteous(sentence)
+                or _FIND_IT_RE.search(sentence) or _TRANSFER_RE.search(sentence)):
             continue
         if len(words - said) >= _NEW_SENTENCE_SHARE * len(words):
             return True
@@ -213,7 +244,7 @@ def _repeated_goodbye(reply: str, words: frozenset[str],
     said: set[str] = set(content_words(user_said))
     said_values: set[str] = set()
     for _, text, known in earlier:
-        said |= content_words(text) if known is None else known
+        said |= substance_words(text) if known is None else known
         said_values.update(_VALUE_RE.findall(text))
     if set(_VALUE_RE.findall(reply)) - said_values:
         return None
@@ -224,6 +255,19 @@ def _repeated_goodbye(reply: str, words: frozenset[str],
     return LoopMatch(index, min(shared / len(mine), shared / len(theirs)), _excerpt(last))
 
 
+def _same_transfer(words: frozenset[str],
+                   earlier: Sequence[tuple[int, str, frozenset[str] | None]]
+                   ) -> LoopMatch | None:
+    """The latest earlier reply that offered a transfer too, if any."""
+    for index, text, known in reversed(earlier):
+        if _TRANSFER_RE.search(text):
+            other = substance_words(text) if known is None else known
+            shared = len(words & other)
+            score = min(shared / len(words), shared / len(other)) if other else 0.0
+            return LoopMatch(index, score, _excerpt(text))
+    return None
+
+
 def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | None]], *,
               threshold: float, min_words: int,
               reply_words: frozenset[str] | None = None,
@@ -232,13 +276,13 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
 
     Args:
         reply: The reply to judge.
-        earlier: ``(message index, text, content words or None)`` of the earlier replies
+        earlier: ``(message index, text, substance words or None)`` of the earlier replies
             it may repeat: those with no new tool result between them and ``reply``,
             oldest first.
         threshold: Least share of content the reply and an earlier one must share, in
             both directions.
         min_words: Replies with fewer content words never loop ("Thanks!").
-        reply_words: ``content_words(reply)`` when already computed.
+        reply_words: ``substance_words(reply)`` when already computed.
         user_said: What the user said since the latest earlier reply ("" when unknown):
             a request that takes it up answers something new.
 
@@ -248,7 +292,7 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     """
     if not earlier:
         return None
-    words = content_words(reply) if reply_words is None else reply_words
+    words = substance_words(reply) if reply_words is None else reply_words
     goodbye = _repeated_goodbye(reply, words, earlier, user_said)
     if goodbye is not None:
         return goodbye
@@ -258,7 +302,7 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     said: set[str] = set()
     said_values: set[str] = set()
     for index, text, known in earlier:
-        other = content_words(text) if known is None else known
+        other = substance_words(text) if known is None else known
         said |= other
         said_values.update(_VALUE_RE.findall(text))
         if not other:
@@ -267,6 +311,8 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
         score = min(shared / len(words), shared / len(other))
         if score >= threshold and (best is None or score > best.similarity):
             best = LoopMatch(index, score, _excerpt(text))
+    if best is None and _TRANSFER_RE.search(reply):
+        best = _same_transfer(words, earlier)
     if best is None:
         return None
     user_words = content_words(user_said) if user_said else frozenset()
@@ -277,9 +323,10 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     echoed = user_words if insisted and refusal else frozenset()
     if _says_something_new(reply, frozenset(said) | echoed, said_values):
         return None
-    if _LOOKUP_OFFER_RE.search(reply) and not any(
-            _LOOKUP_OFFER_RE.search(text) for _, text, _ in earlier):
-        return None  # a new way forward
+    for way_forward in (_LOOKUP_OFFER_RE, _TRANSFER_RE):
+        if way_forward.search(reply) and not any(
+                way_forward.search(text) for _, text, _ in earlier):
+            return None  # a new way forward: a lookup, or a person to take it on
     # A reply all but word for word the earlier one answers nothing new, whatever word of
     # the user's it picks up.
     takes_up_user = bool((words - said) & user_words) and best.similarity < NEAR_VERBATIM

@@ -3,7 +3,7 @@
 :meth:`FabricationGuard.check <guardtrace.collectors.replies.fabrication.FabricationGuard.check>`
 sees one reply at a time. To tell whether a reply repeats an earlier one it keeps the last
 few replies of each channel (a conversation) here, each with its content words computed
-once (:func:`~guardtrace.collectors.replies.loops.content_words`), so a check costs one word
+once (:func:`~guardtrace.collectors.replies.loops.substance_words`), so a check costs one word
 split of the new reply and a few set intersections, however long the history.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .loops import content_words
+from .loops import substance_words
 
 __all__ = [
     "HistoryEntry",
@@ -38,7 +38,7 @@ class HistoryEntry:
     @classmethod
     def from_text(cls, text: str, words: frozenset[str] | None = None) -> HistoryEntry:
         """Build an entry, reusing ``words`` when the caller already computed them."""
-        return cls(text, content_words(text) if words is None else words)
+        return cls(text, substance_words(text) if words is None else words)
 
 
 @runtime_checkable

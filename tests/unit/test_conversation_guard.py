@@ -837,6 +837,51 @@ def test_a_goodbye_said_again_is_a_loop() -> None:
     assert tiers_of([*answered, said(again)]) == ()
 
 
+def test_the_same_request_pointing_to_where_to_find_it_is_a_loop() -> None:
+    # tau-bench t9r1 [8]: the user has no reservation ID; the agent asks for it again and
+    # says where it might be. The pointer is the request reworded, not a way forward.
+    base = [user("Change my flight."), said(ASK),
+            user("I don't have the reservation ID with me right now.")]
+    again = ("To modify your reservation, I need the reservation ID. Please check your email "
+             "or any other place where you might have stored it.")
+    assert tiers_of([*base, said(again)]) == (REPETITION,)
+    assert tiers_of([*base, said(again.replace("Please check your email",
+                                               "You can find it in your booking "
+                                               "confirmation"))]) == (REPETITION,)
+    # Asking for something new, with a pointer to where it is, is a new request.
+    assert tiers_of([*base, said("I will also need the passport number of each traveller; "
+                                 "you can find it in your travel documents.")]) == ()
+    # Looking it up in the user's account is a way forward.
+    assert tiers_of([*base, said("I need the reservation ID, but I can look it up in your "
+                                 "account if you give me your user ID.")]) == ()
+
+
+def test_the_same_transfer_offer_reworded_is_a_loop_and_the_first_offer_is_not() -> None:
+    # tau-bench t48r3 [8]: the user's new plea meets the transfer already offered, in
+    # other words.
+    refused = ("Your reservation is in basic economy, which cannot be modified. If you need "
+               "further assistance, I can transfer you to a human agent.")
+    plea = user("I understand, but my wife passed away and I need to change the date. "
+                "Can anything be done?")
+    again = ("I'm truly sorry to hear about your loss. Given the circumstances, I recommend "
+             "speaking with a human agent who may be able to assist you further. Would you "
+             "like me to transfer you?")
+    assert tiers_of([user("Change my flight date."), said(refused), plea, said(again)]
+                    ) == (REPETITION,)
+    # The first offer of a person to take it on is a way forward (tau-bench t1r0 [8]: the
+    # same refusal, and a human agent offered for the first time).
+    first = [user("Change my flight date."),
+             said("Your reservation is in basic economy, which cannot be modified."), plea]
+    assert tiers_of([*first, said(again)]) == ()
+    assert tiers_of([*first, said("I'm sorry, your reservation is in basic economy, which "
+                                  "cannot be modified. I can transfer you to a human agent "
+                                  "who may be able to help.")]) == ()
+    # Saying a person cannot help either is no transfer offer: a new fact.
+    assert tiers_of([user("Change my flight date."), said(refused), plea,
+                     said("I'm sorry for your loss. Basic economy cannot be modified, and "
+                          "even a human agent would not be able to change it.")]) == ()
+
+
 # --- the hook ----------------------------------------------------------------------------
 def test_check_conversation_judges_the_last_reply_and_emits() -> None:
     messages = [user("Cancel ABC."), said("Your reservation ABC has been cancelled.")]
