@@ -92,9 +92,11 @@ _FIND_IT_RE = re.compile(
     re.IGNORECASE)
 # The offer to hand the user to a person: said again with nothing new since, it is the
 # same transfer notice however it is worded ("I can transfer you to a human agent", "I
-# recommend speaking with a human agent who may be able to assist").
+# recommend speaking with a human agent who may be able to assist", "I can connect you
+# with a specialist").
 _TRANSFER_RE = re.compile(
-    r"\btransfer(?:ring)?\s+you\b|\b(?:speak(?:ing)?\s+(?:with|to)|contact(?:ing)?"
+    r"\btransfer(?:ring)?\s+you\b|\bconnect(?:ing)?\s+you\s+(?:with|to)\b"
+    r"|\b(?:speak(?:ing)?\s+(?:with|to)|contact(?:ing)?"
     r"|reach(?:ing)?\s+out\s+to)\s+(?:a\s+)?(?:human|live)\s+(?:agent|representative)",
     re.IGNORECASE)
 # A request for information, and a refusal: asking again for what a new request of the

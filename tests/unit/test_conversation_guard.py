@@ -868,6 +868,9 @@ def test_the_same_transfer_offer_reworded_is_a_loop_and_the_first_offer_is_not()
              "like me to transfer you?")
     assert tiers_of([user("Change my flight date."), said(refused), plea, said(again)]
                     ) == (REPETITION,)
+    assert tiers_of([user("Change my flight date."), said(refused), plea,
+                     said("I'm so sorry for your loss. I can connect you with a specialist "
+                          "who may be able to assist you further.")]) == (REPETITION,)
     # The first offer of a person to take it on is a way forward (tau-bench t1r0 [8]: the
     # same refusal, and a human agent offered for the first time).
     first = [user("Change my flight date."),
