@@ -90,6 +90,11 @@ _FIND_IT_RE = re.compile(
     r"\b(?:in|on|at|through|check)\s+(?:your|the|any|our)\s+(?:[a-z]+\s+){0,2}?"
     r"(?:e-?mails?|inbox|confirmations?|account|website|app|documents?|messages?|receipts?)\b",
     re.IGNORECASE)
+# ... in a sentence about finding it: "the refund will reflect in your account" and "you
+# have several lines on your account" point nowhere.
+_FINDING_RE = re.compile(
+    r"\b(?:find|found|locat\w*|look\w*|check\w*|search\w*|stored|listed|retriev\w*)\b",
+    re.IGNORECASE)
 # The offer to hand the user to a person: said again with nothing new since, it is the
 # same transfer notice however it is worded ("I can transfer you to a human agent", "I
 # recommend speaking with a human agent who may be able to assist", "I can connect you
@@ -175,6 +180,10 @@ def content_words(text: str) -> frozenset[str]:
                      if len(w) > 1)
 
 
+def _points_to_where(sentence: str) -> bool:
+    return _FIND_IT_RE.search(sentence) is not None and _FINDING_RE.search(sentence) is not None
+
+
 def substance_words(text: str) -> frozenset[str]:
     """The content words of what ``text`` says: :func:`content_words` without the
     sentences that only point the user to where they can find something (those words,
@@ -182,7 +191,7 @@ def substance_words(text: str) -> frozenset[str]:
     another one)."""
     if _FIND_IT_RE.search(text) is None:
         return content_words(text)
-    return content_words(" ".join(s for _, s in sentences(text) if not _FIND_IT_RE.search(s)))
+    return content_words(" ".join(s for _, s in sentences(text) if not _points_to_where(s)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +225,7 @@ def _says_something_new(reply: str, said: frozenset[str], said_values: set[str])
     for _, sentence in sentences(reply):
         words = content_words(sentence)
         if (len(words) < _MIN_SENTENCE_WORDS or _courteous(sentence)
-                or _FIND_IT_RE.search(sentence) or _TRANSFER_RE.search(sentence)):
+                or _points_to_where(sentence) or _TRANSFER_RE.search(sentence)):
             continue
         if len(words - said) >= _NEW_SENTENCE_SHARE * len(words):
             return True

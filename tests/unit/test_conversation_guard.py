@@ -851,6 +851,12 @@ def test_the_same_request_pointing_to_where_to_find_it_is_a_loop() -> None:
     # Asking for something new, with a pointer to where it is, is a new request.
     assert tiers_of([*base, said("I will also need the passport number of each traveller; "
                                  "you can find it in your travel documents.")]) == ()
+    # A place named in a sentence about something else points nowhere: new substance.
+    done = "Your reservation has been cancelled as you asked."
+    assert REPETITION not in tiers_of([
+        user("Cancel my reservation."), said(done), user("When do I get the money back?"),
+        said(done + " The refund will show up in your account within five to seven "
+                    "business days.")])
     # Looking it up in the user's account is a way forward.
     assert tiers_of([*base, said("I need the reservation ID, but I can look it up in your "
                                  "account if you give me your user ID.")]) == ()
