@@ -104,6 +104,7 @@ _TRANSFER_RE = re.compile(
     r"|\b(?:speak(?:ing)?\s+(?:with|to)|contact(?:ing)?"
     r"|reach(?:ing)?\s+out\s+to)\s+(?:a\s+)?(?:human|live)\s+(?:agent|representative)",
     re.IGNORECASE)
+_ONLY_RE = re.compile(r"\bonly\b", re.IGNORECASE)
 # A request for information, and a refusal: asking again for what a new request of the
 # user needs ("to upgrade your seat, I'll need your reservation ID") answers that request;
 # refusing it again is the loop itself.
@@ -184,6 +185,16 @@ def _points_to_where(sentence: str) -> bool:
     return _FIND_IT_RE.search(sentence) is not None and _FINDING_RE.search(sentence) is not None
 
 
+def _offers_transfer(text: str) -> bool:
+    """Whether ``text`` offers to hand the user to a person: a sentence names a transfer
+    and does not bind it to a condition of policy ("I can only transfer you to a human
+    agent if the request is beyond my scope" refuses one)."""
+    if _TRANSFER_RE.search(text) is None:
+        return False
+    return any(_TRANSFER_RE.search(sentence) and not _ONLY_RE.search(sentence)
+               for _, sentence in sentences(text))
+
+
 def substance_words(text: str) -> frozenset[str]:
     """The content words of what ``text`` says: :func:`content_words` without the
     sentences that only point the user to where they can find something (those words,
@@ -225,7 +236,7 @@ def _says_something_new(reply: str, said: frozenset[str], said_values: set[str])
     for _, sentence in sentences(reply):
         words = content_words(sentence)
         if (len(words) < _MIN_SENTENCE_WORDS or _courteous(sentence)
-                or _points_to_where(sentence) or _TRANSFER_RE.search(sentence)):
+                or _points_to_where(sentence) or _offers_transfer(sentence)):
             continue
         if len(words - said) >= _NEW_SENTENCE_SHARE * len(words):
             return True
@@ -271,7 +282,7 @@ def _same_transfer(words: frozenset[str],
                    ) -> LoopMatch | None:
     """The latest earlier reply that offered a transfer too, if any."""
     for index, text, known in reversed(earlier):
-        if _TRANSFER_RE.search(text):
+        if _offers_transfer(text):
             other = substance_words(text) if known is None else known
             shared = len(words & other)
             score = min(shared / len(words), shared / len(other)) if other else 0.0
@@ -322,7 +333,7 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
         score = min(shared / len(words), shared / len(other))
         if score >= threshold and (best is None or score > best.similarity):
             best = LoopMatch(index, score, _excerpt(text))
-    if best is None and _TRANSFER_RE.search(reply):
+    if best is None and _offers_transfer(reply):
         best = _same_transfer(words, earlier)
     if best is None:
         return None
@@ -334,9 +345,8 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     echoed = user_words if insisted and refusal else frozenset()
     if _says_something_new(reply, frozenset(said) | echoed, said_values):
         return None
-    for way_forward in (_LOOKUP_OFFER_RE, _TRANSFER_RE):
-        if way_forward.search(reply) and not any(
-                way_forward.search(text) for _, text, _ in earlier):
+    for offers in (_LOOKUP_OFFER_RE.search, _offers_transfer):
+        if offers(reply) and not any(offers(text) for _, text, _ in earlier):
             return None  # a new way forward: a lookup, or a person to take it on
     # A reply all but word for word the earlier one answers nothing new, whatever word of
     # the user's it picks up.

@@ -885,6 +885,14 @@ def test_the_same_transfer_offer_reworded_is_a_loop_and_the_first_offer_is_not()
     assert tiers_of([*first, said("I'm sorry, your reservation is in basic economy, which "
                                   "cannot be modified. I can transfer you to a human agent "
                                   "who may be able to help.")]) == ()
+    # A transfer bound to a condition of policy is none offered: the first real offer
+    # after it is a way forward (tau2 grok-3 airline s31).
+    policy = ("I'm sorry, but the policy does not allow changing the passenger name. I can "
+              "only transfer you to a human agent if the request is beyond my scope.")
+    assert tiers_of([user("Change the passenger name."), said(policy),
+                     user("Please, is there really nothing you can do?"),
+                     said("I'm sorry, but the policy does not allow changing the passenger "
+                          "name. I can transfer you to a human agent who may help.")]) == ()
     # Saying a person cannot help either is no transfer offer: a new fact.
     assert tiers_of([user("Change my flight date."), said(refused), plea,
                      said("I'm sorry for your loss. Basic economy cannot be modified, and "
