@@ -55,6 +55,7 @@ QUIET = [
     (TELECOM + "s0", 21, "'I've successfully added 2 GB of data' after refuel_data ran"),
     (AIRLINE + "s27", 25, "'I've checked reservation X ... let me check the next': progress"),
     (AIRLINE + "s38", 41, "the same summary re-sent after a failed call and a new choice"),
+    (TAU1 + "t1r0", 8, "the same request, but a human agent offered for the first time"),
 ]
 
 LOOPS = [
@@ -62,6 +63,9 @@ LOOPS = [
     (TAU1 + "t13r0", 48, "the same 'flight HAT030 is not available' after the same error"),
     (TAU1 + "t1r2", 6, "the same request for the reservation ID the user does not have"),
     (AIRLINE + "s17", 9, "the fourth copy of the same refusal while the user insists"),
+    (TAU1 + "t9r1", 8, "the same request for the ID, reworded as 'check your email'"),
+    (TAU1 + "t48r3", 8, "the same transfer offer in other words after the user's plea"),
+    (TAU1 + "t42r2", 8, "the same 'no insurance, a human agent can look into it' again"),
 ]
 
 
