@@ -84,8 +84,7 @@ _ACKNOWLEDGEMENT_RE = re.compile(
 # A pointer to where the user can find what they were asked for ("you can find it in your
 # booking confirmation", "please check your email or any other place you might have stored
 # it"): the request said again in other words, not a way forward (an offer to look it up
-# is one, see _LOOKUP_OFFER_RE, whatever else its sentence says). Such a sentence is
-# neither new nor the reply's substance.
+# is one: see _LOOKUP_OFFER_RE). Such a sentence is neither new nor the reply's substance.
 _FIND_IT_RE = re.compile(
     r"\b(?:in|on|at|through|check)\s+(?:your|the|any|our)\s+(?:[a-z]+\s+){0,2}?"
     r"(?:e-?mails?|inbox|confirmations?|account|website|app|documents?|messages?|receipts?)\b",
@@ -185,14 +184,18 @@ def _points_to_where(sentence: str) -> bool:
     return _FIND_IT_RE.search(sentence) is not None and _FINDING_RE.search(sentence) is not None
 
 
+def _is_transfer_offer(sentence: str) -> bool:
+    """Whether ``sentence`` offers to hand the user to a person, and does not bind that
+    to a condition of policy ("I can only transfer you to a human agent if the request is
+    beyond my scope" refuses one)."""
+    return _TRANSFER_RE.search(sentence) is not None and _ONLY_RE.search(sentence) is None
+
+
 def _offers_transfer(text: str) -> bool:
-    """Whether ``text`` offers to hand the user to a person: a sentence names a transfer
-    and does not bind it to a condition of policy ("I can only transfer you to a human
-    agent if the request is beyond my scope" refuses one)."""
+    """Whether a sentence of ``text`` offers a transfer (see `_is_transfer_offer`)."""
     if _TRANSFER_RE.search(text) is None:
         return False
-    return any(_TRANSFER_RE.search(sentence) and not _ONLY_RE.search(sentence)
-               for _, sentence in sentences(text))
+    return any(_is_transfer_offer(sentence) for _, sentence in sentences(text))
 
 
 def substance_words(text: str) -> frozenset[str]:
@@ -236,7 +239,7 @@ def _says_something_new(reply: str, said: frozenset[str], said_values: set[str])
     for _, sentence in sentences(reply):
         words = content_words(sentence)
         if (len(words) < _MIN_SENTENCE_WORDS or _courteous(sentence)
-                or _points_to_where(sentence) or _offers_transfer(sentence)):
+                or _points_to_where(sentence) or _is_transfer_offer(sentence)):
             continue
         if len(words - said) >= _NEW_SENTENCE_SHARE * len(words):
             return True
@@ -309,8 +312,9 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
             a request that takes it up answers something new.
 
     Returns:
-        The most similar earlier reply at or above the threshold, if the reply says
-        nothing new; else None.
+        The most similar earlier reply at or above the threshold (or, below it, the
+        latest earlier reply that offered a transfer when this one offers one too), if
+        the reply says nothing new; else None.
     """
     if not earlier:
         return None
