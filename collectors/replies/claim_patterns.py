@@ -76,7 +76,9 @@ _PHRASAL_WRITE = (("kick off", "kicked off", "kicking off"), ("roll out", "rolle
                    "rolling out"), ("roll back", "rolled back", "rolling back"),
                   ("spin up", "spun up", "spinning up"), ("set up", "set up", "setting up"),
                   ("fire off", "fired off", "firing off"), ("sign up", "signed up",
-                   "signing up"))
+                   "signing up"),
+                  # "I've taken care of the refund": any write the claim's words fit.
+                  ("take care of", "taken care of", "taking care of"))
 
 # Nouns that stand for a verb after "proceed with", "process", "complete": "I'll proceed
 # with the cancellation" claims cancelling.
@@ -255,8 +257,10 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     done = [
         # "I've updated", "I have now cancelled", "we updated", "I double-checked".
         rf"{_SUBJ}(?:{_APOS}ve|\s+have|\s+had)?{_ADV}\s+(?P<v>{p})\b",
-        # "Your reservation has been cancelled", "the bags have now been added".
-        rf"\b(?:has|have|had)(?:\s+(?:now|also|already|successfully|just)){{0,2}}\s+been"
+        # "Your reservation has been cancelled", "the bags have now been added", "it's
+        # been cancelled" ("'s been" is "has been": "is been" is no English).
+        rf"(?:\b(?:has|have|had)|(?<=\w){_APOS}s)(?:\s+(?:now|also|already|successfully|just))"
+        rf"{{0,2}}\s+been"
         rf"(?:\s+(?:successfully|now|fully|also)){{0,2}}\s+(?P<v>{p})\b",
         # "... is now confirmed/updated", "was successfully processed".
         rf"\b(?:is|are)\s+now\s+(?P<v>{p})\b",
@@ -365,7 +369,8 @@ def claim_patterns() -> list[tuple[re.Pattern[str], str, str, tuple[str, ...], S
     starts_subject = _SUBJECT_STARTS
     # (words one of which the text must hold, how the match must start) per pattern.
     hints = tuple[tuple[tuple[str, ...], tuple[str, ...] | str | None], ...]
-    done_hints: hints = ((subject, starts_subject), (("been",), ("has", "have", "had")),
+    done_hints: hints = ((subject, starts_subject),
+                  (("been",), ("has", "have", "had", "'s", "’s")),
                   ((_NOW_WORD,), ("is", "are")), (("successfully", _NOW_WORD), ("was", "were")),
                   (tuple(f for v in CONCESSION_VERBS for f in past_forms(v)), ("was", "were")),
                   (("upon", "after"), ("upon", "after")), (("successfully",), SENTENCE_STARTS))

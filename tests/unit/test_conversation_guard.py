@@ -178,6 +178,12 @@ def test_unreadable_conversations_are_refused_with_the_position(messages: Any,
     ("Based on my search, the lamp comes in blue.", "read", DONE),
     ("My search shows the blue lamp in stock.", "read", DONE),
     ("Looking at your order, it shipped on May 2.", "read", DONE),
+    # "'s been" is "has been"; "taken care of" is work done by whatever write fits.
+    ("Your reservation's been cancelled.", "write", DONE),
+    ("It’s been updated.", "write", DONE),
+    ("I've taken care of the refund.", "write", DONE),
+    ("That has been taken care of.", "write", DONE),
+    ("I'm taking care of it now.", "write", NOW),
 ])
 def test_claims_of_work_done_or_under_way(text: str, kind: str, when: str) -> None:
     (claim,) = find_claims(text)
@@ -253,6 +259,10 @@ def test_lower_casing_makes_no_word_character_of_another() -> None:
     "I'm running Claude through OpenRouter.",
     "We ran out of seats on that flight.",
     "According to our policy, basic economy cannot be changed.",
+    # "'s been" with no participle after it, and taking care of it on a condition.
+    "It's been more than 24 hours since the booking was made.",
+    "It's been a pleasure helping you today.",
+    "Please confirm, and I'll take care of it for you.",
 ])
 def test_offers_conditions_and_reports_are_not_claims(text: str) -> None:
     assert find_claims(text) == []
@@ -333,6 +343,11 @@ def test_a_write_backs_a_claim_that_names_none_of_the_catalog() -> None:
                 result("cancel_reservation", {"status": "cancelled"}),
                 said("Your refund has been processed.")]
     assert tiers_of(messages) == ()
+    # "Taken care of" names no work of its own: the write that ran backs it, and with
+    # none in the turn it is the claim of an action no tool took.
+    messages[-1] = said("That's been taken care of.")
+    assert tiers_of(messages) == ()
+    assert tiers_of([user("Cancel it."), said("That's been taken care of.")]) == (ACTION,)
 
 
 def test_read_claims_are_backed_by_any_read() -> None:
@@ -939,6 +954,7 @@ _ADVERSARIAL = [
     "I was able to " * 3000, "✅ Cancelled " * 3000, "\n✅ **Updated** :" * 2000,
     "I have made the " * 3000, "changes have been made " * 2000,
     "give me a moment to " * 2000, "I'm in the process of " * 2000,
+    "it's been " * 3000, "'s been cancelled " * 2000, "taken care of " * 3000,
 ]
 # Units for the loop rules, which read a reply only beside an earlier one.
 _ADVERSARIAL_LOOPS = [
