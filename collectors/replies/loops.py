@@ -97,9 +97,11 @@ _FINDING_RE = re.compile(
 # The offer to hand the user to a person: said again with nothing new since, it is the
 # same transfer notice however it is worded ("I can transfer you to a human agent", "I
 # recommend speaking with a human agent who may be able to assist", "I can connect you
-# with a specialist").
+# with a specialist", "I can escalate this to our support team").
 _TRANSFER_RE = re.compile(
     r"\btransfer(?:ring)?\s+you\b|\bconnect(?:ing)?\s+you\s+(?:with|to)\b"
+    r"|\bput(?:ting)?\s+you\s+in\s+touch\s+with\b|\bhand(?:ing)?\s+you\s+(?:over\s+)?to\b"
+    r"|\bescalat(?:e|ing)\s+(?:this|it|your\s+(?:case|request|issue))\s+to\b"
     r"|\b(?:speak(?:ing)?\s+(?:with|to)|contact(?:ing)?"
     r"|reach(?:ing)?\s+out\s+to)\s+(?:a\s+)?(?:human|live)\s+(?:agent|representative)",
     re.IGNORECASE)

@@ -892,6 +892,10 @@ def test_the_same_transfer_offer_reworded_is_a_loop_and_the_first_offer_is_not()
     assert tiers_of([user("Change my flight date."), said(refused), plea,
                      said("I'm so sorry for your loss. I can connect you with a specialist "
                           "who may be able to assist you further.")]) == (REPETITION,)
+    assert tiers_of([user("Change my flight date."), said(refused), plea,
+                     said("I'm so sorry for your loss. I can escalate your case to our "
+                          "support team, who may be able to assist further.")]
+                    ) == (REPETITION,)
     # The first offer of a person to take it on is a way forward (tau-bench t1r0 [8]: the
     # same refusal, and a human agent offered for the first time).
     first = [user("Change my flight date."),
@@ -960,6 +964,7 @@ _ADVERSARIAL = [
 _ADVERSARIAL_LOOPS = [
     "in your " * 4000, "check the a b " * 3000, "in your " + "a" * 40000 + " email",
     "transfer you " * 3000, "speaking with " * 3000, "contact a human " * 3000,
+    "escalate your " * 3000, "hand you over " * 3000,
     "I need the ID. Check your email. " * 1000, "I can transfer you to a human agent. " * 800,
 ]
 
