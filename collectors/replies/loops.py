@@ -105,6 +105,7 @@ _TRANSFER_RE = re.compile(
     r"|\b(?:speak(?:ing)?\s+(?:with|to)|contact(?:ing)?"
     r"|reach(?:ing)?\s+out\s+to)\s+(?:a\s+)?(?:human|live)\s+(?:agent|representative)",
     re.IGNORECASE)
+# A transfer bound to a condition of policy ("I can only transfer you if ...") offers none.
 _ONLY_RE = re.compile(r"\bonly\b", re.IGNORECASE)
 # A request for information, and a refusal: asking again for what a new request of the
 # user needs ("to upgrade your seat, I'll need your reservation ID") answers that request;
