@@ -52,6 +52,11 @@ _WORD_RE = re.compile(r"[A-Za-z0-9_]+")
 # Digits of a number in a source, after thousands separators are dropped ("1,936").
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _DIGITS_RE = re.compile(r"0*(\d+(?:\.\d+)?)")  # "05" is 5
+# Dates and clock times hold no amount: the 20 of "2024-05-20" or the 19 of "19:00" is no
+# price a reply may state, nor a term of a total ("$260" is not 240 plus that day). They
+# are read as times (see _Source.times), not as numbers.
+_DATE_TIME_RE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?"
+                           r"|\b\d{1,2}:\d{2}(?::\d{2})?")
 _TIME_RE = re.compile(r"(?<![\d:])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::[0-5]\d)?"
                       r"\s?(?P<ap>[ap]\.?m\b\.?)?", re.IGNORECASE)
 # "11am", "3 p.m.": hours people write without minutes (ground a "11:00 AM" later).
@@ -377,7 +382,7 @@ class _Source:
         if self._numbers is None:
             # Numbers are kept as their digits (set building in C); a refund of -114 in
             # a ledger is "$114" in a reply, and "1,936" is 1936.
-            text = self.text
+            text = _DATE_TIME_RE.sub(" ", self.text)
             self._numbers = tuple(_DIGITS_RE.findall(
                 _THOUSANDS_RE.sub("", text) if "," in text else text))
         return self._numbers

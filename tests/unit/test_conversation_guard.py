@@ -618,6 +618,18 @@ def test_values_no_source_gave_are_ungrounded(reply: str, value: str) -> None:
     assert value in (verdict.evidence(UNGROUNDED) or value)
 
 
+def test_a_date_or_a_clock_time_grounds_no_amount() -> None:
+    # "2024-05-20" and "19:00:00" hold no amount: $20 or $19 read off them, or a total
+    # made with one ($260 = 240 + the 20 of the date), has no source.
+    messages = [user("What do I owe?"), called("get_reservation_details"),
+                result("get_reservation_details", {
+                    "flights": [{"price": 120, "date": "2024-05-20", "departure": "19:00:00"}],
+                    "total": 240})]
+    assert tiers_of([*messages, said("Your total is $240, $360 with the new flight.")]) == ()
+    for made_up in ("$260", "$20", "$19"):
+        assert tiers_of([*messages, said(f"Your total is {made_up}.")]) == (UNGROUNDED,), made_up
+
+
 def test_a_refund_reported_as_a_charge_is_misreported() -> None:
     messages = [user("Downgrade me."), called("update_reservation_flights"),
                 result("update_reservation_flights",
@@ -959,6 +971,7 @@ _ADVERSARIAL = [
     "I have made the " * 3000, "changes have been made " * 2000,
     "give me a moment to " * 2000, "I'm in the process of " * 2000,
     "it's been " * 3000, "'s been cancelled " * 2000, "taken care of " * 3000,
+    "2024-05-20T12:30:00 $1 " * 2000, "12:30:00:" * 3000,
 ]
 # Units for the loop rules, which read a reply only beside an earlier one.
 _ADVERSARIAL_LOOPS = [
