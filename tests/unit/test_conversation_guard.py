@@ -14,6 +14,7 @@ import json
 import re
 import string
 import sys
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -982,31 +983,27 @@ _ADVERSARIAL_LOOPS = [
 ]
 
 
-def _judge_seconds(text: str) -> float:
-    messages = [user(text), said(text)]
-    return cpu_seconds(lambda: judge_conversation(messages, AIRLINE))
+def _assert_linear(conversation: Callable[[str], list[dict[str, Any]]], unit: str) -> None:
+    # Four times the input must take about four times as long: quadratic work would take
+    # sixteen. Best of three per size keeps a busy machine from deciding.
+    def seconds(text: str) -> float:
+        messages = conversation(text)
+        return min(cpu_seconds(lambda: judge_conversation(messages, AIRLINE))
+                   for _ in range(3))
+    small, large = seconds(unit), seconds(unit * 4)
+    assert large < 10 * max(small, 0.002), (small, large)
 
 
 @pytest.mark.parametrize("unit", _ADVERSARIAL, ids=range(len(_ADVERSARIAL)))
 def test_adversarial_input_costs_time_linear_in_its_size(unit: str) -> None:
-    # Doubling the input must about double the time: quadratic work would quadruple it.
-    # Best of three per size keeps a busy machine from deciding.
-    small = min(_judge_seconds(unit) for _ in range(3))
-    large = min(_judge_seconds(unit * 4) for _ in range(3))
-    assert large < 10 * max(small, 0.002), (small, large)
-
-
-def _loop_seconds(text: str) -> float:
-    messages = [user("Change my flight."), said(text), user("Is there any other way?"),
-                said(text + " Please.")]
-    return cpu_seconds(lambda: judge_conversation(messages, AIRLINE))
+    _assert_linear(lambda text: [user(text), said(text)], unit)
 
 
 @pytest.mark.parametrize("unit", _ADVERSARIAL_LOOPS, ids=range(len(_ADVERSARIAL_LOOPS)))
 def test_adversarial_replies_cost_the_loop_rules_time_linear_in_their_size(unit: str) -> None:
-    small = min(_loop_seconds(unit) for _ in range(3))
-    large = min(_loop_seconds(unit * 4) for _ in range(3))
-    assert large < 10 * max(small, 0.002), (small, large)
+    _assert_linear(lambda text: [user("Change my flight."), said(text),
+                                 user("Is there any other way?"), said(text + " Please.")],
+                   unit)
 
 
 def test_typed_calls_of_many_names_cost_time_linear_in_their_number() -> None:
