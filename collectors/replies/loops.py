@@ -283,15 +283,11 @@ def _repeated_goodbye(reply: str, words: frozenset[str],
     return LoopMatch(index, min(shared / len(mine), shared / len(theirs)), _excerpt(last))
 
 
-def _same_transfer(words: frozenset[str],
-                   earlier: Sequence[tuple[int, str, frozenset[str] | None]]
-                   ) -> LoopMatch | None:
-    """The latest earlier reply that offered a transfer too, if any."""
-    for index, text, known in reversed(earlier):
+def _same_transfer(scored: Sequence[tuple[int, str, float]]) -> LoopMatch | None:
+    """The latest earlier reply that offered a transfer too, if any (``scored``: each
+    earlier reply's index, text and share of content in common with this one)."""
+    for index, text, score in reversed(scored):
         if _offers_transfer(text):
-            other = substance_words(text) if known is None else known
-            shared = len(words & other)
-            score = min(shared / len(words), shared / len(other)) if other else 0.0
             return LoopMatch(index, score, _excerpt(text))
     return None
 
@@ -330,18 +326,18 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     best: LoopMatch | None = None
     said: set[str] = set()
     said_values: set[str] = set()
+    scored: list[tuple[int, str, float]] = []
     for index, text, known in earlier:
         other = substance_words(text) if known is None else known
         said |= other
         said_values.update(_VALUE_RE.findall(text))
-        if not other:
-            continue
         shared = len(words & other)
-        score = min(shared / len(words), shared / len(other))
-        if score >= threshold and (best is None or score > best.similarity):
+        score = min(shared / len(words), shared / len(other)) if other else 0.0
+        scored.append((index, text, score))
+        if other and score >= threshold and (best is None or score > best.similarity):
             best = LoopMatch(index, score, _excerpt(text))
     if best is None and _offers_transfer(reply):
-        best = _same_transfer(words, earlier)
+        best = _same_transfer(scored)
     if best is None:
         return None
     user_words = content_words(user_said) if user_said else frozenset()
