@@ -377,7 +377,8 @@ def _check_replies(exchange: GenAIExchange, span: _Span,
 #   outcome word (may_report_run_outcome);
 # * text_tool_call: every written call has one of these characters (JSON, a tag, an
 #   "Action:" line, a call expression);
-# * repetition: a loop repeats an earlier reply with text.
+# * repetition: a loop repeats an earlier reply with text, or makes again the calls an
+#   earlier message made (that failed).
 # The claim tiers (action, read) always run: a reply makes a claim in words that no test
 # cheaper than finding the claim rules out.
 _DIGIT_RE = re.compile(r"\d")
@@ -385,9 +386,11 @@ _TEXT_CALL_MARKS = ("{", "<", ":", "(")
 _CLAIM_TIERS = (names.TIER_ACTION, names.TIER_READ)
 
 
-def _earlier_reply(messages: Sequence[Mapping[str, Any]]) -> bool:
-    return any(m.get("role") in ("assistant", "model") and isinstance(m.get("content"), str)
-               and m["content"].strip() for m in messages)
+def _may_repeat(messages: Sequence[Mapping[str, Any]], reply: Mapping[str, Any]) -> bool:
+    calls = bool(reply.get("tool_calls"))
+    return any(m.get("role") in ("assistant", "model") and (
+        isinstance(m.get("content"), str) and m["content"].strip()
+        or calls and m.get("tool_calls")) for m in messages)
 
 
 def judge_reply(messages: Sequence[Mapping[str, Any]], reply: Mapping[str, Any],
@@ -416,7 +419,7 @@ def judge_reply(messages: Sequence[Mapping[str, Any]], reply: Mapping[str, Any],
         tiers.append(names.TIER_TEXT_TOOL_CALL)
     if _DIGIT_RE.search(text) or may_report_outcome(text) or may_report_run_outcome(text):
         tiers.append(names.TIER_UNGROUNDED_RESULT)
-    if _earlier_reply(messages):
+    if _may_repeat(messages, reply):
         tiers.append(names.TIER_REPETITION)
     verdicts = default_detector().engine.judge([*messages, reply], tools,
                                                system=system or None, last_only=True,

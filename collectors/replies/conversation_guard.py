@@ -18,7 +18,7 @@ message within its turn. Five tiers:
   result does not bear out, a field value the write asked for and the result does not
   show); or it states what a calculator computed from a number nothing gave.
 * ``repetition``: the reply repeats an earlier one with no tool result between them and
-  no call of its own: a loop.
+  no call of its own: a loop; or it makes again, unchanged, the calls that just failed.
 
 :class:`ConversationDetector` is pure and thread-safe. :func:`judge_conversation` runs it
 with the defaults.
@@ -47,7 +47,7 @@ from .grounding import (
     find_ungrounded,
     result_amounts,
 )
-from .loops import NEAR_VERBATIM, find_loop
+from .loops import NEAR_VERBATIM, excerpt, find_loop, reports_failure
 from .run_outcomes import find_run_outcomes, unseen_outcomes
 from .text_tool_calls import find_text_tool_calls
 from .tool_kinds import ToolKinds
@@ -239,6 +239,7 @@ class ConversationDetector:
         results_seen: set[int] = set()
         user_said: list[str] = []  # what the user said since the latest reply
         calls_made = _CallsMade()  # the calls made so far, by tool and arguments
+        latest = _LatestCalls()  # the latest calls made, and which failed
         # Per turn, read once however long the conversation: the names of the calls of
         # the turn and of all turns before it, and the money the turn's writes returned.
         turns = _Turns(conv, catalog.kinds)
@@ -255,6 +256,8 @@ class ConversationDetector:
                         since_result.clear()
                         results_seen.add(hash(result))
                     call = conv.call_answered(position)
+                    if call is not None:
+                        latest.answered(call, result)
                     if call is None or _grounded_result(call.arguments, grounds):
                         grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
                     else:
@@ -270,9 +273,11 @@ class ConversationDetector:
                     grounds.add(message.text[:_MAX_SOURCE_CHARS])
                     if message.role == "user":
                         user_said.append(message.text[:_MAX_USER_CHARS])
+                        latest.user_spoke()
                 continue
             if not message.is_reply:
                 calls_made.add(message.calls)
+                latest.made(message.index, message.calls)
                 continue
             if wanted is None or message.index in wanted:
                 # Only a reply that could repeat one asks whether its calls are retries.
@@ -280,8 +285,9 @@ class ConversationDetector:
                                                  and calls_made.all_made(message.calls))
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
                                             run, turns.state(), " ".join(user_said),
-                                            retried))
+                                            retried, latest.failed_again(message.calls)))
             calls_made.add(message.calls)
+            latest.made(message.index, message.calls)
             # A reply with a call stays an earlier reply to repeat: the call is not
             # progress, its result is (and the same error again clears nothing).
             since_result.append((message.index, _bounded(message.text), None))
@@ -293,7 +299,8 @@ class ConversationDetector:
     def _judge(self, conv: Conversation, catalog: _Catalog, position: int, grounds: Grounds,
                since_result: list[tuple[int, str, frozenset[str] | None]],
                run: frozenset[str], turn: _TurnState, user_said: str = "",
-               retried: bool = True) -> ReplyVerdict:
+               retried: bool = True,
+               failed_again: tuple[int, str] | None = None) -> ReplyVerdict:
         message = conv.messages[position]
         text = _bounded(message.text)
         turn_calls = turn.calls
@@ -326,7 +333,13 @@ class ConversationDetector:
                                         names.EVIDENCE_SEPARATOR.join(
                                             v.text for v in values[:_MAX_EVIDENCE])))
         similarity = repeats = None
-        if names.TIER_REPETITION in run and retried:
+        if names.TIER_REPETITION in run and failed_again is not None:
+            # The calls that just failed, made again as they were: the same error is all
+            # they can return, whatever the reply says it changed.
+            repeats, failure = failed_again
+            findings.append(Finding(names.TIER_REPETITION, failure))
+            similarity = 1.0
+        elif names.TIER_REPETITION in run and retried:
             # A reply that makes a new call is trying something new. One that only makes
             # calls made before loops when it says again almost word for word what an
             # earlier reply said: the same update retried after the same error.
@@ -488,6 +501,40 @@ class _CallsMade:
         self._keys.update(_call_key(call) for call in self._calls[self._keyed:])
         self._keyed = len(self._calls)
         return all(_call_key(call) in self._keys for call in calls)
+
+
+class _LatestCalls:
+    """The calls of the latest message that made any, and which of them failed for good
+    (see :func:`~.loops.reports_failure`) with nothing said by the user since: made again
+    exactly, they can only fail again."""
+
+    def __init__(self) -> None:
+        self._index = -1
+        self._keys: frozenset[int] = frozenset()
+        self._failed: dict[int, str] = {}  # call key -> what its result said
+
+    def made(self, index: int, calls: Sequence[ToolCall]) -> None:
+        if calls:
+            self._index, self._keys = index, frozenset(_call_key(c) for c in calls)
+            self._failed = {}
+
+    def answered(self, call: ToolCall, result: str) -> None:
+        key = _call_key(call)
+        if key in self._keys and reports_failure(result):
+            self._failed[key] = f"{call.name} again after it failed: {excerpt(result[:400])}"
+
+    def user_spoke(self) -> None:
+        self._failed = {}  # the user may have changed what made the calls fail
+
+    def failed_again(self, calls: Sequence[ToolCall]) -> tuple[int, str] | None:
+        """``(index of the message that made them, what they returned)`` when ``calls``
+        are the latest calls, every one of which failed; else None."""
+        if not calls or not self._failed:
+            return None
+        keys = [_call_key(c) for c in calls]
+        if not all(k in self._failed for k in keys):
+            return None
+        return self._index, self._failed[keys[0]]
 
 
 def _call_key(call: ToolCall) -> int:

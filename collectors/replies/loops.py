@@ -29,7 +29,9 @@ no new call in this one, and nothing new in it**:
 A call is not progress, its result is: an agent that retries a failing update, gets the
 same error and says the same thing again is looping (the detector judges a reply that
 makes a call only when every call it makes was made before, and then asks for almost the
-same words: see ``conversation_guard``). And a goodbye said again after the
+same words: see ``conversation_guard``). A reply that makes again, unchanged, the calls
+that just failed for good (:func:`reports_failure`), with nothing from the user since,
+loops whatever it says: the same error is all those calls can return. And a goodbye said again after the
 user's thanks, naming nothing new, is the loop of an agent that cannot end a
 conversation, however few content words it has.
 
@@ -49,7 +51,8 @@ from dataclasses import dataclass
 
 from .claims import sentences
 
-__all__ = ["NEAR_VERBATIM", "LoopMatch", "content_words", "find_loop", "substance_words"]
+__all__ = ["NEAR_VERBATIM", "LoopMatch", "content_words", "excerpt", "find_loop",
+           "reports_failure", "substance_words"]
 
 _WORD_RE = re.compile(r"[a-z][a-z']+|\d+")
 # Values a reply can bring: ids, amounts, numbers. A value starts after no letter and no
@@ -211,6 +214,28 @@ def substance_words(text: str) -> frozenset[str]:
     return content_words(" ".join(s for _, s in sentences(text) if not _points_to_where(s)))
 
 
+# A tool result that reports a failure, read at its start (where tools and runners put
+# it): "Error: ...", "Traceback (most recent call last)", "Speed test failed: ...",
+# "introduced new syntax error(s)", {"error": ...}. "Completed with no errors" is none.
+_FAILURE_RE = re.compile(
+    r"(?<!\bno\s)(?<!\bzero\s)(?<!\b0\s)\b(?:errors?(?:\(s\))?|exception|traceback|fatal|"
+    r"failed|failure|not\s+found|no\s+such|denied|invalid)\b|[\"']error[\"']\s*:"
+    r"|[\"']success[\"']\s*:\s*false", re.IGNORECASE)
+# ... and a failure that may pass by itself: retrying after it is no loop.
+_TRANSIENT_RE = re.compile(
+    r"time[ds]?\s*out|rate[\s_-]?limit|too\s+many\s+requests|\b(?:429|502|503|504)\b"
+    r"|temporar|unavailable|try\s+again\s+later|overloaded|connection\s+(?:reset|refused)",
+    re.IGNORECASE)
+_FAILURE_HEAD_CHARS = 300
+
+
+def reports_failure(result: str) -> bool:
+    """Whether a tool result says its call failed for good (not a timeout, a rate limit
+    or a service briefly unavailable): the same call again can only fail again."""
+    head = result[:_FAILURE_HEAD_CHARS]
+    return _FAILURE_RE.search(head) is not None and _TRANSIENT_RE.search(head) is None
+
+
 @dataclass(frozen=True, slots=True)
 class LoopMatch:
     """The earlier reply this one repeats.
@@ -226,7 +251,8 @@ class LoopMatch:
     excerpt: str
 
 
-def _excerpt(text: str, size: int = 80) -> str:
+def excerpt(text: str, size: int = 80) -> str:
+    """The start of ``text`` on one line, as loop evidence shows it."""
     flat = " ".join(text.split())
     return flat if len(flat) <= size else flat[: size - 1] + "…"
 
@@ -280,7 +306,7 @@ def _repeated_goodbye(reply: str, words: frozenset[str],
         return None
     mine, theirs = set(_WORD_RE.findall(reply.lower())), set(_WORD_RE.findall(last.lower()))
     shared = len(mine & theirs)
-    return LoopMatch(index, min(shared / len(mine), shared / len(theirs)), _excerpt(last))
+    return LoopMatch(index, min(shared / len(mine), shared / len(theirs)), excerpt(last))
 
 
 def _same_transfer(scored: Sequence[tuple[int, str, float]]) -> LoopMatch | None:
@@ -288,7 +314,7 @@ def _same_transfer(scored: Sequence[tuple[int, str, float]]) -> LoopMatch | None
     earlier reply's index, text and share of content in common with this one)."""
     for index, text, score in reversed(scored):
         if _offers_transfer(text):
-            return LoopMatch(index, score, _excerpt(text))
+            return LoopMatch(index, score, excerpt(text))
     return None
 
 
@@ -335,7 +361,7 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
         score = min(shared / len(words), shared / len(other)) if other else 0.0
         scored.append((index, text, score))
         if other and score >= threshold and (best is None or score > best.similarity):
-            best = LoopMatch(index, score, _excerpt(text))
+            best = LoopMatch(index, score, excerpt(text))
     if best is None and _offers_transfer(reply):
         best = _same_transfer(scored)
     if best is None:

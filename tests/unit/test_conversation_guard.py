@@ -29,7 +29,7 @@ from guardtrace.collectors.replies.conversation_guard import (
 )
 from guardtrace.collectors.replies.fabrication import FabricationGuard
 from guardtrace.collectors.replies.grounding import result_amounts
-from guardtrace.collectors.replies.loops import content_words
+from guardtrace.collectors.replies.loops import content_words, reports_failure
 from guardtrace.collectors.replies.text_tool_calls import find_text_tool_calls
 from guardtrace.collectors.replies.tool_kinds import ToolKinds, command_kind, kind_from_text
 from guardtrace.collectors.testing import capture
@@ -837,6 +837,49 @@ def test_the_same_call_retried_in_the_same_words_is_a_loop() -> None:
                                           {"flights": ["HAT052"]}))]) == ()
     assert tiers_of([*base, said("Let me retry the change to HAT052 with only that "
                                  "flight, leaving HAT030 out of it.", update)]) == ()
+
+
+def test_the_call_that_just_failed_made_again_unchanged_is_a_loop() -> None:
+    # SWE-agent pydicom-1458 [16]: the edit failed with a syntax error; the agent says it
+    # will correct the syntax and sends the same edit. Whatever the words, the same call
+    # after nothing changed can only return the same error.
+    edit = ("edit", {"command": "edit 287:295\n    required = [\n    ]]\nend_of_edit"})
+    error = ("Your proposed edit has introduced new syntax error(s). ERRORS: - E999 "
+             "SyntaxError: unmatched ']'")
+    base = [user("Fix the pixel handler."),
+            said("Let me edit the check of required elements.", edit),
+            result("edit", error)]
+    retry = said("It seems there was a syntax error. I will correct the syntax and try the "
+                 "edit command again.", edit)
+    verdict = judge_conversation([*base, retry], None)[-1]
+    assert verdict.tiers == (REPETITION,)
+    assert verdict.repeats == 1 and verdict.similarity == 1.0
+    assert verdict.findings[0].evidence.startswith("edit again after it failed: Your proposed")
+    # The neighbours that are no loop: another edit, ...
+    other = ("edit", {"command": "edit 287:295\n    required = [\n    ]\nend_of_edit"})
+    assert tiers_of([*base, said(retry["content"], other)], None) == ()
+    # ... the same call after a result that was no failure, ...
+    assert tiers_of([*base[:2], result("edit", "File updated."), retry], None) == ()
+    # ... or after a failure that may pass by itself, ...
+    assert tiers_of([*base[:2], result("edit", "Error: request timed out, try again later"),
+                     retry], None) == ()
+    # ... and after the user spoke: they may have changed what made it fail.
+    assert tiers_of([*base, user("I fixed the permissions, go ahead."), retry], None) == ()
+
+
+@pytest.mark.parametrize(("result_text", "failed"), [
+    ("Error: flight HAT030 not available on date 2024-05-13", True),
+    ("Speed test failed: No Connection.", True),
+    ("Traceback (most recent call last):\n  File \"x.py\", line 5", True),
+    ('{"error": "payment method not found"}', True),
+    ('{"success": false, "reason": "locked"}', True),
+    ("Script completed successfully, no errors.", False),
+    ('{"flights": [], "status": "ok"}', False),
+    ("Error: upstream timed out (504)", False),  # may pass by itself
+    ("HTTP 429 Too Many Requests: rate limit exceeded", False),
+])
+def test_a_tool_result_reports_a_failure_for_good(result_text: str, failed: bool) -> None:
+    assert reports_failure(result_text) is failed
 
 
 GOODBYE = "You're welcome! Feel free to reach out whenever you're ready. Have a great day!"

@@ -489,6 +489,20 @@ def test_the_prefilter_keeps_every_verdict(text: str) -> None:
         assert_same_verdict(messages, {"role": "assistant", "content": text}, None)
 
 
+def test_the_prefilter_keeps_the_verdict_on_a_failed_call_made_again() -> None:
+    # The earlier message made the call with no text: the loop is in the call, and the
+    # repetition tier must still run.
+    book = {"id": "c1", "type": "function",
+            "function": {"name": "book_flight", "arguments": '{"flight": "AF123"}'}}
+    messages = [*ASKED, {"role": "assistant", "content": None, "tool_calls": [book]},
+                {"role": "tool", "tool_call_id": "c1", "content": "Error: AF123 is full"}]
+    reply = {"role": "assistant", "content": "Let me try booking AF123 again.",
+             "tool_calls": [{**book, "id": "c2"}]}
+    assert_same_verdict(messages, reply, [SEARCH_TOOL, BOOK_TOOL])
+    verdict = judge_reply(messages, reply, [SEARCH_TOOL, BOOK_TOOL])
+    assert verdict is not None and names.TIER_REPETITION in verdict.tiers
+
+
 def test_the_prefilter_keeps_every_verdict_on_real_agent_replies() -> None:
     # Every fourth reply with text of the dev set, judged within the messages before it.
     judged = 0

@@ -66,6 +66,7 @@ LOOPS = [
     (TAU1 + "t9r1", 8, "the same request for the ID, reworded as 'check your email'"),
     (TAU1 + "t48r3", 8, "the same transfer offer in other words after the user's plea"),
     (TAU1 + "t42r2", 8, "the same 'no insurance, a human agent can look into it' again"),
+    ("swe:pydicom__pydicom-1458", 16, "the edit that just failed, sent again unchanged"),
 ]
 
 
