@@ -257,7 +257,7 @@ class ConversationDetector:
                         results_seen.add(hash(result))
                     call = conv.call_answered(position)
                     if call is not None:
-                        latest.answered(call, result)
+                        latest.answered(call, result, message.is_error)
                     if call is None or _grounded_result(call.arguments, grounds):
                         grounds.add_result(message.text[:_MAX_SOURCE_CHARS])
                     else:
@@ -518,9 +518,9 @@ class _LatestCalls:
             self._index, self._keys = index, frozenset(_call_key(c) for c in calls)
             self._failed = {}
 
-    def answered(self, call: ToolCall, result: str) -> None:
+    def answered(self, call: ToolCall, result: str, marked: bool) -> None:
         key = _call_key(call)
-        if key in self._keys and reports_failure(result):
+        if key in self._keys and reports_failure(result, marked):
             self._failed[key] = f"{call.name} again after it failed: {excerpt(result[:400])}"
 
     def user_spoke(self) -> None:

@@ -229,11 +229,14 @@ _TRANSIENT_RE = re.compile(
 _FAILURE_HEAD_CHARS = 300
 
 
-def reports_failure(result: str) -> bool:
-    """Whether a tool result says its call failed for good (not a timeout, a rate limit
-    or a service briefly unavailable): the same call again can only fail again."""
+def reports_failure(result: str, marked: bool = False) -> bool:
+    """Whether a tool result says its call failed for good: it is ``marked`` as an error
+    by its message (Anthropic's ``is_error``) or says so at its start, and it is not a
+    timeout, a rate limit or a service briefly unavailable. The same call again can only
+    fail again."""
     head = result[:_FAILURE_HEAD_CHARS]
-    return _FAILURE_RE.search(head) is not None and _TRANSIENT_RE.search(head) is None
+    return ((marked or _FAILURE_RE.search(head) is not None)
+            and _TRANSIENT_RE.search(head) is None)
 
 
 @dataclass(frozen=True, slots=True)

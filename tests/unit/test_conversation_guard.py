@@ -865,6 +865,10 @@ def test_the_call_that_just_failed_made_again_unchanged_is_a_loop() -> None:
                      retry], None) == ()
     # ... and after the user spoke: they may have changed what made it fail.
     assert tiers_of([*base, user("I fixed the permissions, go ahead."), retry], None) == ()
+    # A result its shape marks as an error failed, whatever its words (Anthropic's
+    # is_error, the x-error of the dev data).
+    marked = {**result("edit", "The edit was not applied."), "is_error": True}
+    assert tiers_of([*base[:2], marked, retry], None) == (REPETITION,)
 
 
 @pytest.mark.parametrize(("result_text", "failed"), [
