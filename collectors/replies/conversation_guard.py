@@ -510,18 +510,19 @@ class _LatestCalls:
 
     def __init__(self) -> None:
         self._index = -1
-        self._keys: frozenset[int] = frozenset()
+        self._ids: set[int] = set()  # the calls' ids (the conversation holds them)
         self._failed: dict[int, str] = {}  # call key -> what its result said
 
     def made(self, index: int, calls: Sequence[ToolCall]) -> None:
         if calls:
-            self._index, self._keys = index, frozenset(_call_key(c) for c in calls)
-            self._failed = {}
+            self._index, self._ids, self._failed = index, {id(c) for c in calls}, {}
 
     def answered(self, call: ToolCall, result: str, marked: bool) -> None:
-        key = _call_key(call)
-        if key in self._keys and reports_failure(result, marked):
-            self._failed[key] = f"{call.name} again after it failed: {excerpt(result[:400])}"
+        # A call is keyed (its arguments' JSON read) only when it failed: an edit's
+        # arguments can be a whole file, and most calls succeed.
+        if id(call) in self._ids and reports_failure(result, marked):
+            self._failed[_call_key(call)] = (f"{call.name} again after it failed: "
+                                             f"{excerpt(result[:400])}")
 
     def user_spoke(self) -> None:
         self._failed = {}  # the user may have changed what made the calls fail

@@ -869,6 +869,15 @@ def test_the_call_that_just_failed_made_again_unchanged_is_a_loop() -> None:
     # is_error, the x-error of the dev data).
     marked = {**result("edit", "The edit was not applied."), "is_error": True}
     assert tiers_of([*base[:2], marked, retry], None) == (REPETITION,)
+    # In Anthropic's shape: the result is a block of a user message, the calls tool_use.
+    use = {"type": "tool_use", "id": "tu1", "name": "edit", "input": edit[1]}
+    anthropic = [user("Fix the pixel handler."),
+                 {"role": "assistant", "content": [{"type": "text", "text": "Editing."}, use]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1",
+                                               "is_error": True, "content": "Not applied."}]},
+                 {"role": "assistant", "content": [{"type": "text", "text": "Again."},
+                                                   {**use, "id": "tu2"}]}]
+    assert judge_conversation(anthropic, None)[-1].tiers == (REPETITION,)
 
 
 @pytest.mark.parametrize(("result_text", "failed"), [
