@@ -95,6 +95,8 @@ _MAX_LOOP_CANDIDATES = 32
 _MAX_RUN_LOOKBACK = 256
 # Arguments longer than this (an edit's whole file) are compared as written.
 _MAX_CALL_KEY_CHARS = 16 * 1024
+# What a failed call's result shows in the evidence of its retry, at most.
+_FAILURE_EXCERPT_CHARS = 400
 
 
 def _bounded(text: str) -> str:
@@ -504,38 +506,42 @@ class _CallsMade:
 
 
 class _LatestCalls:
-    """The calls of the latest message that made any, and which of them failed for good
-    (see :func:`~.loops.reports_failure`) with nothing said by the user since: made again
-    exactly, they can only fail again."""
+    """The calls of the latest message that made any, and what their results said with
+    nothing said by the user since: made again exactly after failing for good (see
+    :func:`~.loops.reports_failure`), they can only fail again."""
 
     def __init__(self) -> None:
         self._index = -1
         self._ids: set[int] = set()  # the calls' ids (the conversation holds them)
-        self._failed: dict[int, str] = {}  # call key -> what its result said
+        self._answers: list[tuple[ToolCall, str, bool]] = []  # (call, result, marked)
 
     def made(self, index: int, calls: Sequence[ToolCall]) -> None:
         if calls:
-            self._index, self._ids, self._failed = index, {id(c) for c in calls}, {}
+            self._index, self._ids, self._answers = index, {id(c) for c in calls}, []
 
     def answered(self, call: ToolCall, result: str, marked: bool) -> None:
-        # A call is keyed (its arguments' JSON read) only when it failed: an edit's
-        # arguments can be a whole file, and most calls succeed.
-        if id(call) in self._ids and reports_failure(result, marked):
-            self._failed[_call_key(call)] = (f"{call.name} again after it failed: "
-                                             f"{excerpt(result[:400])}")
+        if id(call) in self._ids:
+            self._answers.append((call, result[:_FAILURE_EXCERPT_CHARS], marked))
 
     def user_spoke(self) -> None:
-        self._failed = {}  # the user may have changed what made the calls fail
+        self._answers = []  # the user may have changed what made the calls fail
 
     def failed_again(self, calls: Sequence[ToolCall]) -> tuple[int, str] | None:
-        """``(index of the message that made them, what they returned)`` when ``calls``
-        are the latest calls, every one of which failed; else None."""
-        if not calls or not self._failed:
+        """``(index of the message that made them, what they returned)`` when every one
+        of ``calls`` is one of the latest calls and failed; else None. Read only when
+        asked, and keyed (an edit's arguments can be a whole file) only when the names
+        and the failures already say so."""
+        if not calls or not self._answers:
             return None
-        keys = [_call_key(c) for c in calls]
-        if not all(k in self._failed for k in keys):
+        failed = [(call, result) for call, result, marked in self._answers
+                  if reports_failure(result, marked)]
+        if not {c.name for c in calls} <= {call.name for call, _ in failed}:
             return None
-        return self._index, self._failed[keys[0]]
+        keys = {_call_key(call): result for call, result in failed}
+        repeated = [keys.get(_call_key(c)) for c in calls]
+        if any(result is None for result in repeated):
+            return None
+        return self._index, f"{calls[0].name} again after it failed: {excerpt(repeated[0])}"
 
 
 def _call_key(call: ToolCall) -> int:

@@ -218,9 +218,13 @@ def substance_words(text: str) -> frozenset[str]:
 # it): "Error: ...", "Traceback (most recent call last)", "Speed test failed: ...",
 # "introduced new syntax error(s)", {"error": ...}. "Completed with no errors" is none.
 _FAILURE_RE = re.compile(
-    r"(?<!\bno\s)(?<!\bzero\s)(?<!\b0\s)\b(?:errors?(?:\(s\))?|exception|traceback|fatal|"
-    r"failed|failure|not\s+found|no\s+such|denied|invalid)\b|[\"']error[\"']\s*:"
-    r"|[\"']success[\"']\s*:\s*false", re.IGNORECASE)
+    r"\b(?:errors?(?:\(s\))?|exception|traceback|fatal|failed|failure|not\s+found|no\s+such|"
+    r"denied|invalid)\b|[\"']error[\"']\s*:|[\"']success[\"']\s*:\s*false", re.IGNORECASE)
+# The words without which _FAILURE_RE finds nothing: most results hold none, and a few
+# substring tests cost less than the pattern tried at every position.
+_FAILURE_WORDS = ("error", "exception", "traceback", "fatal", "fail", "found", "such",
+                  "denied", "invalid", "success")
+_NEGATED_RE = re.compile(r"\b(?:no|zero|0)\s$", re.IGNORECASE)
 # ... and a failure that may pass by itself: retrying after it is no loop.
 _TRANSIENT_RE = re.compile(
     r"time[ds]?\s*out|rate[\s_-]?limit|too\s+many\s+requests|\b(?:429|502|503|504)\b"
@@ -229,14 +233,22 @@ _TRANSIENT_RE = re.compile(
 _FAILURE_HEAD_CHARS = 300
 
 
+def _says_failed(head: str) -> bool:
+    lowered = head.lower()
+    if not any(word in lowered for word in _FAILURE_WORDS):
+        return False
+    # "no errors" and "0 errors" report none.
+    return any(_NEGATED_RE.search(head, max(0, m.start() - 6), m.start()) is None
+               for m in _FAILURE_RE.finditer(head))
+
+
 def reports_failure(result: str, marked: bool = False) -> bool:
     """Whether a tool result says its call failed for good: it is ``marked`` as an error
     by its message (Anthropic's ``is_error``) or says so at its start, and it is not a
     timeout, a rate limit or a service briefly unavailable. The same call again can only
     fail again."""
     head = result[:_FAILURE_HEAD_CHARS]
-    return ((marked or _FAILURE_RE.search(head) is not None)
-            and _TRANSIENT_RE.search(head) is None)
+    return (marked or _says_failed(head)) and _TRANSIENT_RE.search(head) is None
 
 
 @dataclass(frozen=True, slots=True)
