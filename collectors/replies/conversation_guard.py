@@ -538,10 +538,11 @@ class _LatestCalls:
         if not {c.name for c in calls} <= {call.name for call, _ in failed}:
             return None
         keys = {_call_key(call): result for call, result in failed}
-        repeated = [keys.get(_call_key(c)) for c in calls]
-        if any(result is None for result in repeated):
+        repeated = [_call_key(c) for c in calls]
+        if not all(key in keys for key in repeated):
             return None
-        return self._index, f"{calls[0].name} again after it failed: {excerpt(repeated[0])}"
+        return (self._index,
+                f"{calls[0].name} again after it failed: {excerpt(keys[repeated[0]])}")
 
 
 def _call_key(call: ToolCall) -> int:
