@@ -46,13 +46,17 @@ test: install browser lint
 # JSON line with its figures and targets; copies go to .guardtrace/bench/. Smoke sizes:
 # make bench BENCH_ARGS=--quick
 BENCH_ARGS ?=
-bench: install
+bench: $(VENV)/.bench-installed
 	@mkdir -p .guardtrace/bench
 	@for b in hook_overhead detection_quality pipeline_throughput payload_throughput lookup_latency redaction_quality pipeline_detection; do \
 	  echo "== $$b $(BENCH_ARGS)"; \
 	  $(BIN)/python benchmarks/$$b.py $(BENCH_ARGS) > .guardtrace/bench/$$b.txt; \
 	  status=$$?; cat .guardtrace/bench/$$b.txt; [ $$status = 0 ] || exit $$status; \
 	done
+
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[server,test,bench]'
+	touch $@
 
 clean:
 	rm -rf $(VENV) .guardtrace build *.egg-info

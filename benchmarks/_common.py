@@ -351,6 +351,19 @@ def check_profile_argument(parser: argparse.ArgumentParser, args: argparse.Names
                      "pip install -e '.[bench]'")
 
 
+def check_module(parser: argparse.ArgumentParser, module: str, needed_for: str,
+                 instead: str = "") -> None:
+    """Refuse to start when ``module`` (a package of the bench extra) is missing, before
+    any work: a missing import found minutes into a run wastes the run."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a package above it is missing too
+        found = False
+    if not found:
+        parser.error(f"{needed_for} needs {module}, which is not installed: "
+                     f"pip install -e '.[bench]' (make bench does){instead}")
+
+
 def run_consumer_process(args: list[str], timeout_s: float) -> tuple[dict[str, Any], float, float]:
     """Run the consumer process to completion: ``(result, peak RSS MB, peak anon MB)``."""
     return ConsumerProcess(args).finish(timeout_s)

@@ -46,3 +46,20 @@ def test_profile_without_pyinstrument_is_refused_before_any_work(script: str) ->
     assert "--profile needs pyinstrument" in run.stderr
     assert "pip install -e '.[bench]'" in run.stderr
     assert run.stdout == ""  # refused before the broker started or anything was emitted
+
+
+def test_the_emit_baseline_without_its_exporter_is_refused_before_any_work() -> None:
+    # The OTLP/HTTP span exporter comes with the bench extra (make bench installs it);
+    # without it the emit phase used to fail only after guardtrace's side had run.
+    path = REPO / "benchmarks" / "pipeline_throughput.py"
+    code = ("import runpy, sys; "
+            "sys.modules['opentelemetry.exporter.otlp.proto.http'] = None; "
+            f"sys.path.insert(0, {str(path.parent)!r}); "
+            f"sys.argv = [{str(path)!r}, '--emit-only', '--events', '100']; "
+            f"runpy.run_path({str(path)!r}, run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=REPO)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert "OTLP/HTTP baseline needs opentelemetry.exporter.otlp.proto.http" in run.stderr
+    assert "--skip-otlp-http" in run.stderr and "pip install -e '.[bench]'" in run.stderr
+    assert run.stdout == ""  # refused before the broker started or anything was emitted
