@@ -283,8 +283,11 @@ class ConversationDetector:
                 continue
             if wanted is None or message.index in wanted:
                 # Only a reply that could repeat one asks whether its calls are retries.
-                retried = not message.calls or (bool(since_result)
-                                                 and calls_made.all_made(message.calls))
+                # A reply whose calls are new is judged too when the latest calls all
+                # failed: the same words again after the same error are the loop, however
+                # the call changed (it must then say them almost word for word).
+                retried = not message.calls or (bool(since_result) and (
+                    calls_made.all_made(message.calls) or latest.all_failed()))
                 verdicts.append(self._judge(conv, catalog, position, grounds, since_result,
                                             run, turns.state(), " ".join(user_said),
                                             retried, latest.failed_again(message.calls)))
@@ -343,8 +346,9 @@ class ConversationDetector:
             similarity = 1.0
         elif names.TIER_REPETITION in run and retried:
             # A reply that makes a new call is trying something new. One that only makes
-            # calls made before loops when it says again almost word for word what an
-            # earlier reply said: the same update retried after the same error.
+            # calls made before, or new ones after the latest calls all failed, loops
+            # when it says again almost word for word what an earlier reply said: the
+            # same update retried after the same error.
             threshold = (self.loop_threshold if not message.calls
                          else max(self.loop_threshold, NEAR_VERBATIM))
             loop = find_loop(text, since_result, threshold=threshold,
@@ -522,6 +526,11 @@ class _LatestCalls:
     def answered(self, call: ToolCall, result: str, marked: bool) -> None:
         if id(call) in self._ids:
             self._answers.append((call, result[:_FAILURE_EXCERPT_CHARS], marked))
+
+    def all_failed(self) -> bool:
+        """Whether the latest calls were answered, every answer a failure."""
+        return bool(self._answers) and all(reports_failure(result, marked)
+                                           for _, result, marked in self._answers)
 
     def user_spoke(self) -> None:
         self._answers = []  # the user may have changed what made the calls fail

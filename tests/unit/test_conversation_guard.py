@@ -880,6 +880,32 @@ def test_the_call_that_just_failed_made_again_unchanged_is_a_loop() -> None:
     assert judge_conversation(anthropic, None)[-1].tiers == (REPETITION,)
 
 
+def test_the_same_words_after_the_same_failure_loop_whatever_the_new_call() -> None:
+    # SWE-agent BabyEncryption [20]: the edit fails; "Let me try again." with another
+    # edit fails the same way; the same sentence again, now with an `open`. Nothing new
+    # came back since the sentence was first said, and the words are the same.
+    error = "Your proposed edit has introduced new syntax error(s). E999 IndentationError"
+    again = ("The changes have not been applied correctly, because of wrong edit command. "
+             "Let me try again.")
+    base = [user("Decrypt msg.enc."),
+            said("The flag is hex-encoded; let me read it as hex.", ("edit", {"c": "2:2"})),
+            result("edit", error), said(again, ("edit", {"c": "2:2 decrypt.py"})),
+            result("edit", error)]  # the same error: no new result
+    assert tiers_of([*base, said(again, ("open", {"c": "decrypt.py"}))], None) == (
+        REPETITION,)
+    # Other words with the new call are a new attempt, ...
+    assert tiers_of([*base, said("Let me open decrypt.py and look at its indentation "
+                                 "before editing it again.", ("open", {"c": "decrypt.py"}))],
+                    None) == ()
+    # ... and so are the same words when the latest call did not fail, even if what it
+    # returned was seen before.
+    listing = "[File: decrypt.py (6 lines total)]"
+    ok = [user("Decrypt msg.enc."), said("Let me look.", ("open", {"c": "decrypt.py"})),
+          result("open", listing), said(again, ("edit", {"c": "2:2"})), result("edit", error),
+          said(again, ("open", {"c": "decrypt.py"})), result("open", listing)]
+    assert tiers_of([*ok, said(again, ("edit", {"c": "3:3 decrypt.py"}))], None) == ()
+
+
 @pytest.mark.parametrize(("result_text", "failed"), [
     ("Error: flight HAT030 not available on date 2024-05-13", True),
     ("Speed test failed: No Connection.", True),

@@ -67,6 +67,7 @@ LOOPS = [
     (TAU1 + "t48r3", 8, "the same transfer offer in other words after the user's plea"),
     (TAU1 + "t42r2", 8, "the same 'no insurance, a human agent can look into it' again"),
     ("swe:pydicom__pydicom-1458", 16, "the edit that just failed, sent again unchanged"),
+    ("swe:BabyEncryption", 20, "'Let me try again.' word for word after the same error"),
 ]
 
 
