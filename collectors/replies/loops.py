@@ -29,11 +29,12 @@ no new call in this one, and nothing new in it**:
 A call is not progress, its result is: an agent that retries a failing update, gets the
 same error and says the same thing again is looping (the detector judges a reply that
 makes a call only when every call it makes was made before or the latest calls all
-failed, and then asks for almost the same words: see ``conversation_guard``). A reply that makes again, unchanged, the calls
-that just failed for good (:func:`reports_failure`), with nothing from the user since,
-loops whatever it says: the same error is all those calls can return. And a goodbye said again after the
-user's thanks, naming nothing new, is the loop of an agent that cannot end a
-conversation, however few content words it has.
+failed, and then asks for almost the same words: see ``conversation_guard``). A reply
+that makes again, unchanged, the calls that just failed for good
+(:func:`reports_failure`), with nothing from the user since, loops whatever it says: the
+same error is all those calls can return. And a goodbye said again after the user's
+thanks, naming nothing new, is the loop of an agent that cannot end a conversation,
+however few content words it has.
 
 Measured on 2,216 hand-labelled real replies (``benchmarks/detection_quality.py``), this
 keeps about nine flags in ten right and finds about seven in ten labelled loops. Two
