@@ -32,16 +32,21 @@ def test_hook_overhead_smoke_ends_with_its_json_line() -> None:
     assert all(isinstance(target["met"], bool) for target in record["targets"])
 
 
+def run_without(module: str, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run a benchmark script with ``module`` hidden, as on a machine without it."""
+    path = REPO / "benchmarks" / script
+    code = (f"import runpy, sys; sys.modules[{module!r}] = None; "
+            f"sys.path.insert(0, {str(path.parent)!r}); "
+            f"sys.argv = [{str(path)!r}, *{list(args)!r}]; "
+            f"runpy.run_path({str(path)!r}, run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+
+
 @pytest.mark.parametrize("script", ["pipeline_throughput.py", "payload_throughput.py"])
 def test_profile_without_pyinstrument_is_refused_before_any_work(script: str) -> None:
     # pyinstrument comes with the bench extra, not the test extra; hide it either way.
-    path = REPO / "benchmarks" / script
-    code = ("import runpy, sys; sys.modules['pyinstrument'] = None; "
-            f"sys.path.insert(0, {str(path.parent)!r}); "
-            f"sys.argv = [{str(path)!r}, '--profile', 'profile.txt']; "
-            f"runpy.run_path({str(path)!r}, run_name='__main__')")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=REPO)
+    run = run_without("pyinstrument", script, "--profile", "profile.txt")
     assert run.returncode == 2, run.stderr[-2000:]
     assert "--profile needs pyinstrument" in run.stderr
     assert "pip install -e '.[bench]'" in run.stderr
@@ -51,14 +56,8 @@ def test_profile_without_pyinstrument_is_refused_before_any_work(script: str) ->
 def test_the_emit_baseline_without_its_exporter_is_refused_before_any_work() -> None:
     # The OTLP/HTTP span exporter comes with the bench extra (make bench installs it);
     # without it the emit phase used to fail only after guardtrace's side had run.
-    path = REPO / "benchmarks" / "pipeline_throughput.py"
-    code = ("import runpy, sys; "
-            "sys.modules['opentelemetry.exporter.otlp.proto.http'] = None; "
-            f"sys.path.insert(0, {str(path.parent)!r}); "
-            f"sys.argv = [{str(path)!r}, '--emit-only', '--events', '100']; "
-            f"runpy.run_path({str(path)!r}, run_name='__main__')")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=REPO)
+    run = run_without("opentelemetry.exporter.otlp.proto.http", "pipeline_throughput.py",
+                      "--emit-only", "--events", "100")
     assert run.returncode == 2, run.stderr[-2000:]
     assert "OTLP/HTTP baseline needs opentelemetry.exporter.otlp.proto.http" in run.stderr
     assert "--skip-otlp-http" in run.stderr and "pip install -e '.[bench]'" in run.stderr
