@@ -322,7 +322,9 @@ def _repeated_goodbye(reply: str, words: frozenset[str],
         return None
     mine, theirs = set(_WORD_RE.findall(reply.lower())), set(_WORD_RE.findall(last.lower()))
     shared = len(mine & theirs)
-    return LoopMatch(index, min(shared / len(mine), shared / len(theirs)), excerpt(last))
+    # The evidence says which rule matched: a goodbye shares few words with another.
+    return LoopMatch(index, min(shared / len(mine), shared / len(theirs)),
+                     "the same goodbye again: " + excerpt(last))
 
 
 def _same_transfer(scored: Sequence[tuple[int, str, float]]) -> LoopMatch | None:
@@ -330,7 +332,7 @@ def _same_transfer(scored: Sequence[tuple[int, str, float]]) -> LoopMatch | None
     earlier reply's index, text and share of content in common with this one)."""
     for index, text, score in reversed(scored):
         if _offers_transfer(text):
-            return LoopMatch(index, score, excerpt(text))
+            return LoopMatch(index, score, "the same transfer offer again: " + excerpt(text))
     return None
 
 

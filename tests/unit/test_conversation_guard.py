@@ -933,6 +933,8 @@ def test_a_goodbye_said_again_is_a_loop() -> None:
     (verdict,) = [v for v in judge_conversation([*base, said(again)], AIRLINE)
                   if v.msg_index == 3]
     assert verdict.repeats == 1
+    # It shares few words with the first: the evidence says which rule matched.
+    assert verdict.findings[0].evidence == "the same goodbye again: " + GOODBYE
     # The first goodbye is no loop.
     assert tiers_of(base[:2]) == ()
     # A question of the user's answered, or a new value, is something new.
@@ -984,6 +986,10 @@ def test_the_same_transfer_offer_reworded_is_a_loop_and_the_first_offer_is_not()
              "like me to transfer you?")
     assert tiers_of([user("Change my flight date."), said(refused), plea, said(again)]
                     ) == (REPETITION,)
+    verdict = judge_conversation([user("Change my flight date."), said(refused), plea,
+                                  said(again)], AIRLINE)[-1]
+    assert verdict.findings[0].evidence.startswith(
+        "the same transfer offer again: Your reservation is in basic economy")
     assert tiers_of([user("Change my flight date."), said(refused), plea,
                      said("I'm so sorry for your loss. I can connect you with a specialist "
                           "who may be able to assist you further.")]) == (REPETITION,)
