@@ -55,8 +55,10 @@ DEFAULT_DISCLAIMERS: Mapping[str, str] = {
     names.TIER_UNGROUNDED_RESULT: ("⚠️ I stated values ({phrase}) that no tool result or "
                                    "message in this conversation gave: treat them as "
                                    "unverified."),
-    names.TIER_REPETITION: ("⚠️ This reply repeats what I already said ({percent}% the same) "
-                            "with nothing new since: I'm looping."),
+    # The evidence, not the share of words: a transfer offer or a goodbye said again in
+    # other words, or a failed call made again, is a loop however few words repeat.
+    names.TIER_REPETITION: ("⚠️ This repeats an earlier step with nothing new since "
+                            "({phrase}): I'm looping."),
 }
 
 @dataclass(frozen=True, slots=True)

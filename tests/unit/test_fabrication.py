@@ -351,8 +351,9 @@ def test_one_disclaimer_per_tier_and_none_when_no_tool_fired() -> None:
     action, read, repetition = verdict.disclaimers
     assert "('I'm deploying')" in action and action.endswith("Tools fired: none.")
     assert "('Let me read')" in read and "no lookup tool ran" in read
-    assert repetition == ("⚠️ This reply repeats what I already said (100% the same) with "
-                          "nothing new since: I'm looping.")
+    assert repetition == ("⚠️ This repeats an earlier step with nothing new since (Let me "
+                          "read the file. I'm deploying the patch to the cluster now.): "
+                          "I'm looping.")
     assert verdict.reply.endswith("\n".join(verdict.disclaimers))
 
 
@@ -361,6 +362,11 @@ def test_disclaimer_templates_are_configurable() -> None:
     detector = FabricationDetector(disclaimers=templates)
     assert detector.detect("I'm deploying.", []).disclaimers == (
         "[unverified: I'm deploying; tools: none]",)
+    # {percent}, the share of the reply repeated, stays a field for templates of one's own.
+    looped = FabricationDetector(disclaimers=dict(DEFAULT_DISCLAIMERS,
+                                                  repetition="[loop: {percent}%]"))
+    reply = "The refund goes back to your card within five business days."
+    assert looped.detect(reply, [], [reply]).disclaimers == ("[loop: 100%]",)
     with pytest.raises(ValueError, match="disclaimers missing"):
         FabricationDetector(disclaimers={"action": "x"})
 
