@@ -215,14 +215,18 @@ def substance_words(text: str) -> frozenset[str]:
     return content_words(" ".join(s for _, s in sentences(text) if not _points_to_where(s)))
 
 
-# A tool result that reports a failure, read at its start (where tools and runners put
-# it): "Error: ...", "Traceback (most recent call last)", "Speed test failed: ...",
-# "introduced new syntax error(s)", {"error": ...}. "Completed with no errors" is none.
+# A tool result that reports a failure says so in its first line, where tools and runners
+# put it ("Error: ...", "Speed test failed: ...", "introduced new syntax error(s)"); the
+# rest of a result is data (a file that handles an exception, a log that mentions an
+# error). "Completed with no errors" is no failure, nor is a first line of "Warning: ...".
 _FAILURE_RE = re.compile(
-    r"\b(?:errors?(?:\(s\))?|exception|traceback|fatal|failed|failure|not\s+found|no\s+such|"
-    r"denied|invalid)\b|[\"']error[\"']\s*:|[\"']success[\"']\s*:\s*false", re.IGNORECASE)
-# The words without which _FAILURE_RE finds nothing: most results hold none, and a few
-# substring tests cost less than the pattern tried at every position.
+    r"\b(?:errors?(?:\(s\))?|exception|fatal|failed|failure|not\s+found|no\s+such|denied|"
+    r"invalid)\b", re.IGNORECASE)
+# ... or it starts with a crash or an error object anywhere in its head.
+_CRASH_RE = re.compile(r"Traceback \(most recent call last\)|[\"']error[\"']\s*:"
+                       r"|[\"']success[\"']\s*:\s*false", re.IGNORECASE)
+# The words without which neither finds anything: most results hold none, and a few
+# substring tests cost less than a pattern tried at every position.
 _FAILURE_WORDS = ("error", "exception", "traceback", "fatal", "fail", "found", "such",
                   "denied", "invalid", "success")
 _NEGATED_RE = re.compile(r"\b(?:no|zero|0)\s$", re.IGNORECASE)
@@ -238,9 +242,14 @@ def _says_failed(head: str) -> bool:
     lowered = head.lower()
     if not any(word in lowered for word in _FAILURE_WORDS):
         return False
+    if _CRASH_RE.search(head) is not None:
+        return True
+    first = head.lstrip().split("\n", 1)[0]
+    if first[:7].lower() == "warning":
+        return False
     # "no errors" and "0 errors" report none.
-    return any(_NEGATED_RE.search(head, max(0, m.start() - 6), m.start()) is None
-               for m in _FAILURE_RE.finditer(head))
+    return any(_NEGATED_RE.search(first, max(0, m.start() - 6), m.start()) is None
+               for m in _FAILURE_RE.finditer(first))
 
 
 def reports_failure(result: str, marked: bool = False) -> bool:

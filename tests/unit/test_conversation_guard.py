@@ -914,6 +914,9 @@ def test_the_same_words_after_the_same_failure_loop_whatever_the_new_call() -> N
     ('{"success": false, "reason": "locked"}', True),
     ("Script completed successfully, no errors.", False),
     ('{"flights": [], "status": "ok"}', False),
+    ("Running the script...\nTraceback (most recent call last):\n  File", True),
+    ("[File: handler.py (80 lines total)]\n1:try:\n2:    run()\n3:except Exception:", False),
+    ("Warning: _curses.error: setupterm: could not find terminfo database", False),
     ("Error: upstream timed out (504)", False),  # may pass by itself
     ("HTTP 429 Too Many Requests: rate limit exceeded", False),
 ])
