@@ -62,11 +62,11 @@ _OUTCOME_AT_RE = re.compile(
 # "42 passed", "42 tests passed", unless some failed: found from "passed" backwards.
 _COUNT_BEFORE_RE = re.compile(r"\b\d++\s++(?:tests?\s++)?$", re.IGNORECASE)
 _SOME_FAILED_RE = re.compile(r"\s*+,?\s*+[1-9]\d*+\s++failed", re.IGNORECASE)
-# The words that may lead a subject into its phrase ("all 42 unit tests"), for the
-# evidence.
 # The words that say which tests ("unit tests", "previously failing tests").
 _MODIFIERS = ("unit", "integration", "existing", "new", "remaining", "relevant", "failing",
               "previously")
+# The words that may lead a subject into its phrase ("all 42 unit tests"), for the
+# evidence.
 _LEAD_IN_RE = re.compile(r"(?:\ball\s++(?:of\s++)?(?:the\s++)?(?:\d++\s++)?|\b\d++\s++)?"
                          rf"(?:\b(?:{'|'.join(_MODIFIERS[:-1])}|previously\s++failing)\s++)?$",
                          re.IGNORECASE)
