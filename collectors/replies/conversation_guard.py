@@ -518,22 +518,32 @@ class _LatestCalls:
         self._index = -1
         self._ids: set[int] = set()  # the calls' ids (the conversation holds them)
         self._answers: list[tuple[ToolCall, str, bool]] = []  # (call, result, marked)
+        # The answers that failed, read once when first asked (None: not read yet).
+        self._failed: list[tuple[ToolCall, str]] | None = None
 
     def made(self, index: int, calls: Sequence[ToolCall]) -> None:
         if calls:
-            self._index, self._ids, self._answers = index, {id(c) for c in calls}, []
+            self._index, self._ids = index, {id(c) for c in calls}
+            self._answers, self._failed = [], None
 
     def answered(self, call: ToolCall, result: str, marked: bool) -> None:
         if id(call) in self._ids:
             self._answers.append((call, result[:_FAILURE_EXCERPT_CHARS], marked))
+            self._failed = None
+
+    def _failures(self) -> list[tuple[ToolCall, str]]:
+        if self._failed is None:
+            self._failed = [(call, result) for call, result, marked in self._answers
+                            if reports_failure(result, marked)]
+        return self._failed
 
     def all_failed(self) -> bool:
         """Whether the latest calls were answered, every answer a failure."""
-        return bool(self._answers) and all(reports_failure(result, marked)
-                                           for _, result, marked in self._answers)
+        return bool(self._answers) and len(self._failures()) == len(self._answers)
 
     def user_spoke(self) -> None:
-        self._answers = []  # the user may have changed what made the calls fail
+        # The user may have changed what made the calls fail.
+        self._answers, self._failed = [], None
 
     def failed_again(self, calls: Sequence[ToolCall]) -> tuple[int, str] | None:
         """``(index of the message that made them, what they returned)`` when every one
@@ -542,8 +552,7 @@ class _LatestCalls:
         and the failures already say so."""
         if not calls or not self._answers:
             return None
-        failed = [(call, result) for call, result, marked in self._answers
-                  if reports_failure(result, marked)]
+        failed = self._failures()
         if not {c.name for c in calls} <= {call.name for call, _ in failed}:
             return None
         keys = {_call_key(call): result for call, result in failed}

@@ -389,7 +389,8 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
         scored.append((index, text, score))
         if other and score >= threshold and (best is None or score > best.similarity):
             best = LoopMatch(index, score, excerpt(text))
-    if best is None and _offers_transfer(reply):
+    offers_transfer = _offers_transfer(reply)
+    if best is None and offers_transfer:
         best = _same_transfer(scored)
     if best is None:
         return None
@@ -401,9 +402,12 @@ def find_loop(reply: str, earlier: Sequence[tuple[int, str, frozenset[str] | Non
     echoed = user_words if insisted and refusal else frozenset()
     if _says_something_new(reply, frozenset(said) | echoed, said_values):
         return None
-    for offers in (_LOOKUP_OFFER_RE.search, _offers_transfer):
-        if offers(reply) and not any(offers(text) for _, text, _ in earlier):
-            return None  # a new way forward: a lookup, or a person to take it on
+    # A new way forward: a lookup, or a person to take it on.
+    if _LOOKUP_OFFER_RE.search(reply) and not any(
+            _LOOKUP_OFFER_RE.search(text) for _, text, _ in earlier):
+        return None
+    if offers_transfer and not any(_offers_transfer(text) for _, text, _ in earlier):
+        return None
     # A reply all but word for word the earlier one answers nothing new, whatever word of
     # the user's it picks up.
     takes_up_user = bool((words - said) & user_words) and best.similarity < NEAR_VERBATIM
