@@ -17,7 +17,7 @@ Linear time: every pattern starts with a literal (and is gated by it), or is a
 possessive run (``{m,n}+``) that starts where the run starts; quantifiers after a
 keyword are bounded and nothing is nested. Keyword rules run on a lower-cased copy of
 the text (same length) instead of ``(?i)``. With google-re2 installed (the
-``fast-redaction`` extra) three scans find their candidates with RE2's DFA; the
+``fast`` extra) three scans find their candidates with RE2's DFA; the
 matches, and so the output, are the same without it.
 """
 
@@ -71,7 +71,7 @@ class SecretRule:
     multiline: bool = False
 
 
-try:  # optional: pip install guardtrace[fast-redaction]
+try:  # optional: pip install guardtrace[fast]
     import re2 as _re2
 
     RE2_AVAILABLE = True

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 
+from .candidate_patterns import EVERY, CandidatePatterns
 from .claim_patterns import (
     CLAUSE_STARTS,
     DONE,
@@ -310,7 +312,7 @@ class _Reading:
         # to the one they name.
         self._plain = (self._lower if self._lower is not None and not any(
             letter in text for letter in _UNLOWERED_LETTERS) else None)
-        self._flat = " ".join(lower.split())  # "I  am" is "i am" to the prefilter
+        self._flat: str | None = None  # built when first needed (see holds_any)
         self._present: dict[str, bool] = {}
         self._positions: dict[Starts, list[int] | None] = {}
         self._parts: list[tuple[int, str]] | None = None
@@ -323,17 +325,20 @@ class _Reading:
         as a whole word if written between "\\b"s; several patterns need the same words,
         and each is looked for once."""
         present = self._present
+        flat = self._flat
+        if flat is None:
+            flat = self._flat = " ".join(self.text.lower().split())  # "I  am" is "i am"
         for word in words:
             found = present.get(word)
             if found is None:
                 if word[0] != "\\":
-                    found = word in self._flat
+                    found = word in flat
                 elif self._plain is not None:
-                    found = _holds_whole_word(self._flat, word[2:-2])
+                    found = _holds_whole_word(flat, word[2:-2])
                 else:
                     # "ſearch" is "search" to a case-insensitive pattern, but not to the
                     # lower-cased text: any occurrence, as for other words.
-                    found = word[2:-2] in self._flat
+                    found = word[2:-2] in flat
                 present[word] = found
             if found:
                 return True
@@ -423,6 +428,12 @@ def _add_coordinated(claims: list[Claim], spans: list[tuple[int, int]], after: s
                             fresh=fresh))
 
 
+@functools.cache
+def _claim_candidates() -> CandidatePatterns:
+    """Which claim patterns may match a reply, found in one pass (built on first use)."""
+    return CandidatePatterns([pattern for pattern, *_ in claim_patterns()])
+
+
 def find_claims(reply: str) -> list[Claim]:
     """The claims of tool work in ``reply``, in order.
 
@@ -439,9 +450,15 @@ def find_claims(reply: str) -> list[Claim]:
     lowered_parts: dict[int, str] = {}
     conditional: dict[int, bool] = {}
     # Each pattern runs once over the whole reply (a scan per sentence would cost a call
-    # per sentence and pattern); a match is then judged within its sentence.
-    for pattern, time, which, needs, hints in claim_patterns():
-        if not reading.holds_any(needs):
+    # per sentence and pattern), and only if it may match; a match is then judged within
+    # its sentence.
+    candidates = _claim_candidates().which(reading.text)
+    for index, (pattern, time, which, needs, hints) in enumerate(claim_patterns()):
+        if index not in candidates:
+            continue
+        # The words a pattern needs: a cheaper test than the pattern, where no one pass
+        # said which patterns may match.
+        if candidates is EVERY and not reading.holds_any(needs):
             continue
         for whole in reading.matches(pattern, hints):
             i = reading.sentence_at(whole.start())

@@ -21,9 +21,12 @@ All patterns are single passes with bounded or possessive-free repetition: linea
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from .candidate_patterns import CandidatePatterns
 
 __all__ = ["TextToolCall", "find_text_tool_calls"]
 
@@ -82,6 +85,19 @@ _CALL_RE = re.compile(
 # line's lead.
 _LINE_LEAD_RE = re.compile(r"^[\s*\-`>#\[0-9.)]*(?:print\(\s*)?")
 _CODE_FENCE_RE = re.compile(r"```[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+
+
+# The shapes' patterns, whose candidates one pass over a reply finds: most replies have
+# a colon or a parenthesis, and match none.
+_SHAPE_PATTERNS = (_JSON_NAME_RE, _JSON_KEY_RE, _TAG_RE, _NAMED_TAG_RE, _SPECIAL_TOKEN_RE,
+                   _ARROWS_RE, _RECIPIENT_RE, _ACTION_RE, _CALL_RE)
+(_JSON_NAME, _JSON_KEY, _TAG, _NAMED_TAG, _SPECIAL_TOKEN, _ARROWS, _RECIPIENT, _ACTION,
+ _CALL) = range(len(_SHAPE_PATTERNS))
+
+
+@functools.cache
+def _shape_candidates() -> CandidatePatterns:
+    return CandidatePatterns(_SHAPE_PATTERNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,15 +171,16 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
         found[(known, shape)] = (start, TextToolCall(
             known, shape, " ".join(text[start:start + _EXCERPT_CHARS].split())))
 
-    if "{" in text:
+    may = _shape_candidates().which(text)
+    if "{" in text and _JSON_NAME in may:
         for m in _JSON_NAME_RE.finditer(text):
             if tools or re.search(r"""["'](?:arguments|parameters|args|input)["']\s*:""",
                                   text[m.end():m.end() + 400]):
                 add(m.group("name"), "json", m.start())
-        if tools:
-            for m in _JSON_KEY_RE.finditer(text):
-                add(m.group("name"), "json", m.start())
-    if "<" in text:
+    if "{" in text and tools and _JSON_KEY in may:
+        for m in _JSON_KEY_RE.finditer(text):
+            add(m.group("name"), "json", m.start())
+    if "<" in text and _TAG in may:
         for m in _TAG_RE.finditer(text):
             name = m.group("fn") or m.group("inv")
             if name is None:
@@ -175,30 +192,30 @@ def find_text_tool_calls(text: str, tools: Collection[str]) -> list[TextToolCall
                 if name is None and not tools:
                     name = "<unknown>"
             add(name, "tag", m.start())
-        if tools:
-            closed: dict[str, bool] = {}  # one search for the closing tag per name
-            for m in _NAMED_TAG_RE.finditer(text):
-                name = m.group("name")
-                if name not in tools or name in _HTML_TAGS:
-                    continue
-                if name not in closed:
-                    closed[name] = f"</{name}>" in text
-                if closed[name]:
-                    add(name, "tag", m.start())
-    if any(mark in text for mark in _SPECIAL_TOKEN_MARKS):
+    if "<" in text and tools and _NAMED_TAG in may:
+        closed: dict[str, bool] = {}  # one search for the closing tag per name
+        for m in _NAMED_TAG_RE.finditer(text):
+            name = m.group("name")
+            if name not in tools or name in _HTML_TAGS:
+                continue
+            if name not in closed:
+                closed[name] = f"</{name}>" in text
+            if closed[name]:
+                add(name, "tag", m.start())
+    if _SPECIAL_TOKEN in may and any(mark in text for mark in _SPECIAL_TOKEN_MARKS):
         for m in _SPECIAL_TOKEN_RE.finditer(text):
             add(m.group("begin") or m.group("mistral") or m.group("recipient"), "tag",
                 m.start())
-    if tools and ">>>" in text:
+    if tools and ">>>" in text and _ARROWS in may:
         for m in _ARROWS_RE.finditer(text):
             add(m.group("name"), "tag", m.start())
-    if "to=" in text:
+    if "to=" in text and _RECIPIENT in may:
         for m in _RECIPIENT_RE.finditer(text):
             add(m.group("name"), "tag", m.start())
-    if tools and ":" in text:
+    if tools and ":" in text and _ACTION in may:
         for m in _ACTION_RE.finditer(text):
             add(m.group("name"), "action", m.start())
-    if tools and "(" in text:
+    if tools and "(" in text and _CALL in may:
         fenced = [(m.start("body"), m.end("body")) for m in _CODE_FENCE_RE.finditer(text)]
         stripped = text.strip()
         for m in _CALL_RE.finditer(text):
