@@ -2,10 +2,13 @@
 
 The message format is exactly what the OpenTelemetry Collector's Kafka exporter writes
 with ``encoding: otlp_proto``: one serialized ``ExportTraceServiceRequest``,
-``ExportMetricsServiceRequest`` or ``ExportLogsServiceRequest`` per message. Span messages
-are keyed by trace id (as the Collector's ``partition_traces_by_id``), so one trace stays
-in one partition and one consumer sees all of it in order; log records of a trace are
-keyed the same way, so a GenAI log event lands in the partition of its span.
+``ExportMetricsServiceRequest`` or ``ExportLogsServiceRequest`` per message. Spans are
+placed by trace id (the partition Kafka's default partitioner gives the id, as with the
+Collector's ``partition_traces_by_id``), so one trace stays in one partition and one
+consumer sees all of it in order; the traces of an export bound for the same partition
+share one message (keyed by the first), since a message's fixed cost in the producer is
+most of what a small trace costs to send. Log records of a trace are keyed by its id, so
+a GenAI log event lands in the partition of its span.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _count_dropped(signal: str, reason: str, count: int) -> None:
 
 
 def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: SplitResult,
-              signal: str) -> bool:
+              signal: str, partition: int | None = None) -> bool:
     """Queue every message of ``split``; count what could not be queued or delivered."""
     _count_dropped(signal, "oversize", split.oversize_items)
     # Export threads are background threads: waiting for a first connection here costs
@@ -62,7 +65,8 @@ def _send_all(producer: LazyProducer, topic: str, key: bytes | None, split: Spli
     if kafka is None:
         _count_dropped(signal, "kafka_unavailable", sum(split.item_counts))
         return False
-    partition = _partition(kafka, topic, key)
+    if partition is None:
+        partition = _partition(kafka, topic, key)
     ok = True
     for message, items in zip(split.messages, split.item_counts, strict=True):
         try:
@@ -100,7 +104,8 @@ def _delivery_failed(exc: BaseException, signal: str, items: int) -> None:
 
 
 class KafkaSpanExporter(SpanExporter):
-    """Writes spans as OTLP protobuf to a Kafka topic, one message per trace (or less).
+    """Writes spans as OTLP protobuf to a Kafka topic, one message per partition an
+    export's traces go to (split if larger than ``max_message_bytes``).
 
     Args:
         producer: The shared lazy producer.
@@ -121,12 +126,39 @@ class KafkaSpanExporter(SpanExporter):
         by_trace: dict[int, list[ReadableSpan]] = defaultdict(list)
         for span in spans:
             by_trace[span.context.trace_id].append(span)
+        keys = {trace_id: f"{trace_id:032x}".encode() for trace_id in by_trace}
+        partitions = self._partitions()
         ok = True
+        if partitions is None:  # no metadata yet: one message per trace, send() places it
+            for trace_id, group in by_trace.items():
+                split = _trace_messages(group, self._max_message_bytes)
+                ok = _send_all(self._producer, self._topic, keys[trace_id], split,
+                               "spans") and ok
+            return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+        # The traces bound for one partition travel in one message: each trace still lands
+        # in the partition of its id, and a message's fixed cost in the producer (most of
+        # a small trace's export) is paid once per partition, not once per trace.
+        by_partition: dict[int, list[ReadableSpan]] = defaultdict(list)
+        first_key: dict[int, bytes] = {}
         for trace_id, group in by_trace.items():
+            partition = partition_for(keys[trace_id], partitions)
+            by_partition[partition] += group
+            first_key.setdefault(partition, keys[trace_id])
+        for partition, group in by_partition.items():
             split = _trace_messages(group, self._max_message_bytes)
-            key = f"{trace_id:032x}".encode()
-            ok = _send_all(self._producer, self._topic, key, split, "spans") and ok
+            ok = _send_all(self._producer, self._topic, first_key[partition], split,
+                           "spans", partition=partition) and ok
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def _partitions(self) -> list[int] | None:
+        kafka = self._producer.get(wait_s=_CONNECT_WAIT_S)
+        if kafka is None:
+            return None
+        try:
+            found = kafka.partitions_for(self._topic)
+        except Exception:  # noqa: BLE001 - no metadata yet
+            return None
+        return sorted(found) if found else None
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self._producer.flush(timeout_millis / 1000)

@@ -95,3 +95,66 @@ def test_each_message_is_sent_to_its_keys_partition(
     assert _send_all(_Producer(kafka), "spans", key, split, "spans")  # type: ignore[arg-type]
     assert [sent.get("partition") for sent in kafka.sent] == [expected, expected]
     assert [sent["value"] for sent in kafka.sent] == [b"one", b"two"]
+
+
+def _spans_of_traces(traces: int, spans_per_trace: int) -> list[Any]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    for _ in range(traces):
+        with tracer.start_as_current_span("turn"):
+            for _ in range(spans_per_trace - 1):
+                with tracer.start_as_current_span("step"):
+                    pass
+    return list(memory.get_finished_spans())
+
+
+def _traces_in(message: bytes) -> dict[str, int]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest.FromString(message)
+    counts: dict[str, int] = {}
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                counts[span.trace_id.hex()] = counts.get(span.trace_id.hex(), 0) + 1
+    return counts
+
+
+def test_the_traces_of_one_partition_travel_in_one_message_each_in_its_ids_partition(
+        ) -> None:
+    from guardtrace.collectors.export.kafka_exporters import KafkaSpanExporter
+
+    kafka = _Kafka({0, 1, 2, 3, 4, 5})
+    spans = _spans_of_traces(traces=40, spans_per_trace=3)
+    exporter = KafkaSpanExporter(_Producer(kafka), "spans")  # type: ignore[arg-type]
+    assert exporter.export(spans).name == "SUCCESS"
+    partitions = [sent["partition"] for sent in kafka.sent]
+    assert sorted(partitions) == sorted(set(partitions))  # one message per partition
+    assert 1 < len(partitions) <= 6  # 40 traces over 6 partitions: several, not 40
+    seen: dict[str, int] = {}
+    for sent in kafka.sent:
+        for trace_id, count in _traces_in(sent["value"]).items():
+            assert partition_for(trace_id.encode(), [0, 1, 2, 3, 4, 5]) == sent["partition"]
+            assert trace_id not in seen  # a trace is never split over messages
+            seen[trace_id] = count
+    assert len(seen) == 40 and set(seen.values()) == {3}
+
+
+def test_without_partition_metadata_each_trace_is_its_own_keyed_message() -> None:
+    from guardtrace.collectors.export.kafka_exporters import KafkaSpanExporter
+
+    kafka = _Kafka(None)
+    spans = _spans_of_traces(traces=5, spans_per_trace=2)
+    KafkaSpanExporter(_Producer(kafka), "spans").export(spans)  # type: ignore[arg-type]
+    assert len(kafka.sent) == 5
+    for sent in kafka.sent:
+        assert list(_traces_in(sent["value"])) == [sent["key"].decode()]
+        assert sent.get("partition") is None  # send() places it when metadata comes
