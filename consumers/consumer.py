@@ -91,6 +91,8 @@ _DEAD_LETTER_ACK_TIMEOUT_S = 30.0
 # How long one dead-letter send may wait for topic metadata or buffer space (kafka-python's
 # default is 60 s). Retries run on the loop's thread, which meanwhile does not poll.
 _DEAD_LETTER_MAX_BLOCK_MS = 10_000
+# The most records one poll returns (see the consumer's settings).
+_MAX_POLL_RECORDS = 500
 # How often a running consumer logs its counters (rows, batches, retries, dead letters, lag).
 STATS_LOG_INTERVAL_S = 30.0
 # Decoding allocates about ten containers per event; at the default threshold (700) the
@@ -265,7 +267,10 @@ class TelemetryConsumer:
             "auto_offset_reset": "earliest",
             "session_timeout_ms": config.session_timeout_ms,
             "heartbeat_interval_ms": config.heartbeat_interval_ms,
-            "max_poll_records": min(config.batch_max_rows, 5000),
+            # A poll's records are all held until the loop has taken them: bounded by
+            # count, since a record may carry dozens of spans (the collectors pack the
+            # traces bound for one partition, a Collector sends whole batches).
+            "max_poll_records": min(config.batch_max_rows, _MAX_POLL_RECORDS),
             "max_poll_interval_ms": 600_000,
             "fetch_max_bytes": 64 * 1024 * 1024,
             "max_partition_fetch_bytes": 16 * 1024 * 1024,

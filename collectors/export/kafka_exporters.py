@@ -6,8 +6,8 @@ with ``encoding: otlp_proto``: one serialized ``ExportTraceServiceRequest``,
 placed by trace id (the partition Kafka's default partitioner gives the id, as with the
 Collector's ``partition_traces_by_id``), so one trace stays in one partition and one
 consumer sees all of it in order; the traces of an export bound for the same partition
-share one message (keyed by the first), since a message's fixed cost in the producer is
-most of what a small trace costs to send. Log records of a trace are keyed by its id, so
+share messages of a few dozen spans (each keyed by its first trace), since a message's
+fixed cost in the producer is most of what a small trace costs to send. Log records of a trace are keyed by its id, so
 a GenAI log event lands in the partition of its span.
 """
 
@@ -47,6 +47,8 @@ __all__ = ["KafkaLogExporter", "KafkaMetricExporter", "KafkaSpanExporter"]
 
 _HEADERS = [(names.HEADER_CONTENT_TYPE, names.CONTENT_TYPE_OTLP_PROTO)]
 _CONNECT_WAIT_S = 5.0
+# The most spans of several traces sent in one message (see KafkaSpanExporter.export).
+_SPANS_PER_MESSAGE = 32
 
 
 def _count_dropped(signal: str, reason: str, count: int) -> None:
@@ -104,8 +106,9 @@ def _delivery_failed(exc: BaseException, signal: str, items: int) -> None:
 
 
 class KafkaSpanExporter(SpanExporter):
-    """Writes spans as OTLP protobuf to a Kafka topic, one message per partition an
-    export's traces go to (split if larger than ``max_message_bytes``).
+    """Writes spans as OTLP protobuf to a Kafka topic: whole traces, packed by the
+    partition of their ids into messages of a few dozen spans (split if larger than
+    ``max_message_bytes``).
 
     Args:
         producer: The shared lazy producer.
@@ -138,17 +141,27 @@ class KafkaSpanExporter(SpanExporter):
         # The traces bound for one partition travel in one message: each trace still lands
         # in the partition of its id, and a message's fixed cost in the producer (most of
         # a small trace's export) is paid once per partition, not once per trace.
-        by_partition: dict[int, list[ReadableSpan]] = defaultdict(list)
-        first_key: dict[int, bytes] = {}
+        # A message holds whole traces, up to _SPANS_PER_MESSAGE spans unless one trace
+        # alone has more: small enough that a consumer's poll holds as many records as
+        # before, large enough that the fixed cost is shared by dozens of spans.
+        packing: dict[int, tuple[bytes, list[ReadableSpan]]] = {}
         for trace_id, group in by_trace.items():
             partition = partition_for(keys[trace_id], partitions)
-            by_partition[partition] += group
-            first_key.setdefault(partition, keys[trace_id])
-        for partition, group in by_partition.items():
-            split = _trace_messages(group, self._max_message_bytes)
-            ok = _send_all(self._producer, self._topic, first_key[partition], split,
-                           "spans", partition=partition) and ok
+            packed = packing.get(partition)
+            if packed is not None and len(packed[1]) + len(group) > _SPANS_PER_MESSAGE:
+                ok = self._send(partition, *packed) and ok
+                packed = None
+            if packed is None:
+                packed = packing[partition] = (keys[trace_id], [])
+            packed[1].extend(group)
+        for partition, packed in packing.items():
+            ok = self._send(partition, *packed) and ok
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def _send(self, partition: int, key: bytes, spans: list[ReadableSpan]) -> bool:
+        split = _trace_messages(spans, self._max_message_bytes)
+        return _send_all(self._producer, self._topic, key, split, "spans",
+                         partition=partition)
 
     def _partitions(self) -> list[int] | None:
         kafka = self._producer.get(wait_s=_CONNECT_WAIT_S)

@@ -30,6 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from guardtrace import collectors
 from guardtrace.collectors.emit.telemetry import GuardTelemetry
+from guardtrace.collectors.export import kafka_exporters
 from guardtrace.consumers.consumer import ConsumerConfig, TelemetryConsumer
 from guardtrace.schemas import names
 from guardtrace.store.rows import DecodedRows
@@ -40,6 +41,14 @@ from .faults import GiveUpAfter, Stalled
 from .scale import FULL, seconds, size
 
 pytestmark = [pytest.mark.usefixtures("collectors_reset")]
+
+
+@pytest.fixture(autouse=True)
+def one_trace_per_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each spans-topic record carries one trace, as the checks below count: committed
+    records against stored events. (The exporter packs the traces bound for one
+    partition into one message; that is tested on its own, not here.)"""
+    monkeypatch.setattr(kafka_exporters, "_SPANS_PER_MESSAGE", 1)
 
 BEFORE, DURING = size(ci=3_000, full=20_000), size(ci=1_000, full=10_000)
 OUTAGE_S = seconds(ci=4.0, full=30.0)

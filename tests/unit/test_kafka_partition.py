@@ -128,24 +128,37 @@ def _traces_in(message: bytes) -> dict[str, int]:
     return counts
 
 
-def test_the_traces_of_one_partition_travel_in_one_message_each_in_its_ids_partition(
+def test_the_traces_bound_for_one_partition_share_messages_each_in_its_ids_partition(
         ) -> None:
-    from guardtrace.collectors.export.kafka_exporters import KafkaSpanExporter
+    from guardtrace.collectors.export.kafka_exporters import _SPANS_PER_MESSAGE, KafkaSpanExporter
 
     kafka = _Kafka({0, 1, 2, 3, 4, 5})
-    spans = _spans_of_traces(traces=40, spans_per_trace=3)
+    spans = _spans_of_traces(traces=100, spans_per_trace=3)
     exporter = KafkaSpanExporter(_Producer(kafka), "spans")  # type: ignore[arg-type]
     assert exporter.export(spans).name == "SUCCESS"
-    partitions = [sent["partition"] for sent in kafka.sent]
-    assert sorted(partitions) == sorted(set(partitions))  # one message per partition
-    assert 1 < len(partitions) <= 6  # 40 traces over 6 partitions: several, not 40
+    # 300 spans over 6 partitions, at most 32 spans (10 traces) a message: about 12
+    # messages, not 100.
+    assert 6 <= len(kafka.sent) <= 20
     seen: dict[str, int] = {}
     for sent in kafka.sent:
-        for trace_id, count in _traces_in(sent["value"]).items():
+        traces = _traces_in(sent["value"])
+        assert sum(traces.values()) <= _SPANS_PER_MESSAGE
+        assert sent["key"].decode() in traces  # keyed by one of its traces
+        for trace_id, count in traces.items():
             assert partition_for(trace_id.encode(), [0, 1, 2, 3, 4, 5]) == sent["partition"]
             assert trace_id not in seen  # a trace is never split over messages
             seen[trace_id] = count
-    assert len(seen) == 40 and set(seen.values()) == {3}
+    assert len(seen) == 100 and set(seen.values()) == {3}
+
+
+def test_a_trace_larger_than_a_message_of_traces_travels_alone() -> None:
+    from guardtrace.collectors.export.kafka_exporters import _SPANS_PER_MESSAGE, KafkaSpanExporter
+
+    kafka = _Kafka({0})
+    spans = _spans_of_traces(traces=3, spans_per_trace=_SPANS_PER_MESSAGE + 8)
+    KafkaSpanExporter(_Producer(kafka), "spans").export(spans)  # type: ignore[arg-type]
+    assert [sum(_traces_in(sent["value"]).values()) for sent in kafka.sent] == [
+        _SPANS_PER_MESSAGE + 8] * 3
 
 
 def test_without_partition_metadata_each_trace_is_its_own_keyed_message() -> None:
