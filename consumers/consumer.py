@@ -92,7 +92,7 @@ _DEAD_LETTER_ACK_TIMEOUT_S = 30.0
 # default is 60 s). Retries run on the loop's thread, which meanwhile does not poll.
 _DEAD_LETTER_MAX_BLOCK_MS = 10_000
 # The most records one poll returns (see the consumer's settings).
-_MAX_POLL_RECORDS = 500
+_MAX_POLL_RECORDS = 250
 # How often a running consumer logs its counters (rows, batches, retries, dead letters, lag).
 STATS_LOG_INTERVAL_S = 30.0
 # Decoding allocates about ten containers per event; at the default threshold (700) the
