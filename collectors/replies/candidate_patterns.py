@@ -1,26 +1,34 @@
-"""Which of many regexes can match a text, found in one pass.
+"""Which of many regexes, or of many needed words, can occur in a text, found in one pass.
 
-The reply guards run dozens of patterns (the claim patterns alone are 37, with verb
-alternations of hundreds of forms) over every reply, and on most replies all but one or
-two find nothing. Trying each costs a scan of the reply per pattern. With google-re2
-installed, :class:`CandidatePatterns` compiles a *looser* copy of every pattern into one
-RE2 set, whose automaton reads the reply once and says which copies match anywhere; only
-their patterns need running. A 2 KB reply costs the set about 7 µs, against about 150 µs
-for trying the 37 claim patterns one by one.
+The reply guards run dozens of patterns over every reply, and on most replies all but a
+few find nothing. With google-re2 installed, one RE2 set reads the reply once and says
+which may: :class:`CandidatePatterns` for the typed-call shapes (a *looser* copy of each
+pattern, :func:`looser_re2`), :class:`CandidateWords` for the words the claim patterns
+need (one substring test per word otherwise: 81 scans of the reply).
 
-Looser, so never wrong: each copy matches at least every text its pattern matches
-(:func:`looser_re2`). What RE2 lacks is left out, which only widens a copy: lookarounds,
-word boundaries and end anchors are dropped, possessive and lazy repeats become greedy,
-atomic groups plain ones. Where RE2's meaning is narrower than Python's it is widened:
-``\\w``, ``\\d`` and ``\\s`` match only ASCII in RE2, so the copy lets every non-ASCII
-character through (and a negated class keeps only its ASCII exclusions). Two letters fold
-to ``i`` in Python's case-insensitive matching but not in RE2's (``İ`` and ``ı``, pinned by
-a test over every character of the Basic Multilingual Plane); a text holding one is not
-prefiltered, nor is one that is no valid UTF-8 (a lone surrogate). A pattern with a
-construct the conversion does not know (a back-reference) is always a candidate.
+Why the claim patterns themselves are not in a set: their looser copies (37 patterns
+with verb alternations of hundreds of forms) make an automaton whose states RE2 builds
+as new text needs them, and real replies keep needing new ones: measured on the dev
+set's replies, the first pass cost 90 to 190 µs a reply against 6 to 10 µs once built,
+and reached 20 µs only after some 10,000 replies and 20 MB of cache (with an 8 MB cache
+it never did: 150 µs a reply). Sets of words and of the small shape patterns stay near
+their warm cost from the first reply (3 to 30 µs).
 
-Without google-re2 (it is optional for the hooks: ``guardtrace[fast]``) every pattern is a
-candidate and the guards give the same verdicts, more slowly; the tests run both ways.
+Looser, so never wrong: a copy matches at least every text its pattern matches, and a
+word set finds at least every word the substring tests would. What RE2 lacks is left
+out of a copy, which only widens it: lookarounds, word boundaries and end anchors are
+dropped, possessive and lazy repeats become greedy, atomic groups plain ones. Where RE2's
+meaning is narrower than Python's it is widened: ``\\w``, ``\\d`` and ``\\s`` match only
+ASCII in RE2, so the copy lets every non-ASCII character through (and a negated class
+keeps only its ASCII exclusions). Four characters are taken for ASCII letters by
+Python's case-insensitive matching or lower-casing but not as RE2 takes them (``İ``,
+``ı``, ``ſ`` and the Kelvin sign, pinned by a test over the Basic Multilingual Plane): a
+text holding one is not prefiltered, nor is one that is no valid UTF-8 (a lone
+surrogate). A pattern with a construct the conversion does not know is always a
+candidate.
+
+Without google-re2 (it is optional for the hooks: ``guardtrace[fast]``) nothing is
+prefiltered and the guards give the same verdicts, more slowly; the tests run both ways.
 """
 
 from __future__ import annotations
@@ -36,13 +44,14 @@ try:  # optional: pip install guardtrace[fast]
 except ImportError:  # every pattern is then a candidate
     _re2 = None
 
-__all__ = ["EVERY", "RE2_AVAILABLE", "CandidatePatterns", "looser_re2"]
+__all__ = ["EVERY", "RE2_AVAILABLE", "CandidatePatterns", "CandidateWords", "looser_re2"]
 
 RE2_AVAILABLE = _re2 is not None
 
-# Characters Python's case-insensitive matching takes for an ASCII letter and RE2's does
-# not (tests/unit/test_candidate_patterns.py pins that there are no others).
-UNFOLDED_LETTERS = ("İ", "ı")
+# Characters that Python's case-insensitive matching or lower-casing takes for an ASCII
+# letter, and RE2 does not (or not next to a word boundary): texts holding one are not
+# prefiltered (tests/unit/test_candidate_patterns.py pins that there are no others).
+UNFOLDED_LETTERS = ("İ", "ı", "ſ", "\u212a")
 
 # RE2 bounds a counted repeat at 1000; a larger bound is written as unbounded (looser).
 _RE2_MAX_REPEAT = 1000
@@ -51,6 +60,8 @@ _RE2_MAX_REPEAT = 1000
 _RE2_MAX_MEM = 64 << 20
 
 _NON_ASCII = r"\x{80}-\x{10ffff}"
+# A run of whitespace as str.split() sees it, widened to any non-ASCII character.
+_SPACE_RUN = r"[\t\n\x0b\x0c\r \x1c-\x1f\x{80}-\x{10ffff}]+"
 _ANY_CHAR = r"\x00-\x{10ffff}"
 _ASCII_SPACE = r"\t\n\x0b\x0c\r \x1c-\x1f"  # what str.isspace() holds below 128
 _ASCII_WORD = "0-9A-Za-z_"
@@ -150,15 +161,36 @@ def _sequence(items: Any) -> str:
 
 
 class _Every:
-    """Every index: what :meth:`CandidatePatterns.which` says when it cannot tell."""
+    """Everything: what ``which`` says when it cannot tell."""
 
     __slots__ = ()
 
-    def __contains__(self, index: object) -> bool:
+    def __contains__(self, item: object) -> bool:
         return True
 
 
-EVERY: Container[int] = _Every()
+EVERY: Container[Any] = _Every()
+
+
+def _new_set(patterns: Sequence[str]) -> Any:
+    options = _re2.Options()
+    options.max_mem = _RE2_MAX_MEM
+    options.log_errors = False
+    matcher = _re2.Set.SearchSet(options)
+    for pattern in patterns:  # added in order: the set's indices are the caller's
+        matcher.Add(pattern)
+    matcher.Compile()
+    return matcher
+
+
+def _encoded(text: str) -> bytes | None:
+    """``text`` as RE2 reads it; None when RE2 cannot read it as Python does."""
+    if any(letter in text for letter in UNFOLDED_LETTERS):
+        return None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: RE2 reads only valid UTF-8
+        return None
 
 
 class CandidatePatterns:
@@ -181,26 +213,55 @@ class CandidatePatterns:
         self._always = frozenset(i for i, copy in enumerate(looser) if copy is None)
         if _re2 is None or not use_re2 or len(self._always) == len(looser):
             return
-        options = _re2.Options()
-        options.max_mem = _RE2_MAX_MEM
-        options.log_errors = False
-        matcher = _re2.Set.SearchSet(options)
-        for copy in looser:
-            # Added in order, so the set's indices are the patterns'; one never matched
-            # stands in for a pattern that is always a candidate.
-            matcher.Add(copy if copy is not None else _NEVER)
-        matcher.Compile()
-        self._set = matcher
+        # One never matched stands in for a pattern that is always a candidate.
+        self._set = _new_set([copy if copy is not None else _NEVER for copy in looser])
 
     def which(self, text: str) -> Container[int]:
         """The indices of the patterns that may match ``text``: a set, or
         :data:`EVERY` when this cannot tell (no RE2, or a text RE2 does not read as
         Python does)."""
-        if self._set is None or any(letter in text for letter in UNFOLDED_LETTERS):
-            return EVERY
-        try:
-            encoded = text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: RE2 reads only valid UTF-8
+        encoded = _encoded(text) if self._set is not None else None
+        if encoded is None:
             return EVERY
         found = self._set.Match(encoded)
         return self._always.union(found) if found else self._always
+
+
+class CandidateWords:
+    """Which of ``words`` may occur in a text, as the claim finder's substring tests
+    look for them: in the lower-cased text with every run of whitespace one space, and
+    as a whole word when written between ``\\b``s.
+
+    Args:
+        words: The words, lower-case, in that notation.
+        use_re2: False: never tell (every word may occur), as without google-re2.
+    """
+
+    __slots__ = ("_set", "_words")
+
+    def __init__(self, words: Sequence[str], use_re2: bool = RE2_AVAILABLE) -> None:
+        self._words = tuple(words)
+        self._set: Any = None
+        if _re2 is not None and use_re2 and self._words:
+            self._set = _new_set([_word_pattern(word) for word in self._words])
+
+    def which(self, text: str) -> Container[str]:
+        """The words that may occur in ``text``: a set, or :data:`EVERY` when this
+        cannot tell."""
+        encoded = _encoded(text) if self._set is not None else None
+        if encoded is None:
+            return EVERY
+        found = self._set.Match(encoded)
+        return frozenset(self._words[i] for i in found) if found else frozenset()
+
+
+def _word_pattern(word: str) -> str:
+    """RE2 for ``word`` (see :class:`CandidateWords`) in the text as written: any case,
+    any whitespace run for a space; a whole word's ``\\b`` kept, which for a word whose
+    ends are ASCII letters holds wherever Python's Unicode boundary does."""
+    whole = word.startswith("\\b") and word.endswith("\\b")
+    core = word[2:-2] if whole else word
+    body = _SPACE_RUN.join(re.escape(part) for part in core.split(" "))
+    if whole and re.fullmatch(r"[a-z0-9_]+(?: [a-z0-9_]+)*", core):
+        body = rf"\b{body}\b"
+    return f"(?i){body}"

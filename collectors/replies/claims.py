@@ -26,7 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .candidate_patterns import EVERY, CandidatePatterns
+from .candidate_patterns import EVERY, CandidateWords
 from .claim_patterns import (
     CLAUSE_STARTS,
     DONE,
@@ -429,9 +429,11 @@ def _add_coordinated(claims: list[Claim], spans: list[tuple[int, int]], after: s
 
 
 @functools.cache
-def _claim_candidates() -> CandidatePatterns:
-    """Which claim patterns may match a reply, found in one pass (built on first use)."""
-    return CandidatePatterns([pattern for pattern, *_ in claim_patterns()])
+def _claim_words() -> CandidateWords:
+    """Which of the words the claim patterns need occur in a reply, found in one pass
+    (built on first use)."""
+    return CandidateWords(sorted({word for *_, needs, _ in claim_patterns()
+                                  for word in needs}))
 
 
 def find_claims(reply: str) -> list[Claim]:
@@ -450,15 +452,15 @@ def find_claims(reply: str) -> list[Claim]:
     lowered_parts: dict[int, str] = {}
     conditional: dict[int, bool] = {}
     # Each pattern runs once over the whole reply (a scan per sentence would cost a call
-    # per sentence and pattern), and only if it may match; a match is then judged within
-    # its sentence.
-    candidates = _claim_candidates().which(reading.text)
-    for index, (pattern, time, which, needs, hints) in enumerate(claim_patterns()):
-        if index not in candidates:
-            continue
-        # The words a pattern needs: a cheaper test than the pattern, where no one pass
-        # said which patterns may match.
-        if candidates is EVERY and not reading.holds_any(needs):
+    # per sentence and pattern), and only if a word it needs occurs (found for all
+    # patterns in one pass, or by a substring test per word); a match is then judged
+    # within its sentence.
+    present = _claim_words().which(reading.text)
+    for pattern, time, which, needs, hints in claim_patterns():
+        if present is EVERY:
+            if not reading.holds_any(needs):
+                continue
+        elif not any(word in present for word in needs):
             continue
         for whole in reading.matches(pattern, hints):
             i = reading.sentence_at(whole.start())

@@ -1,10 +1,13 @@
-"""The one-pass prefilter of the reply guards: it may say "maybe" wrongly, never "no".
+"""The one-pass prefilters of the reply guards: they may say "maybe" wrongly, never "no".
 
-:class:`CandidatePatterns` lets the claim finder and the typed-call finder skip every
-pattern that RE2's looser copy says cannot match. A copy that matched less than its
-pattern would silently drop a claim, so the copies are checked against their patterns on
-generated texts, on the dev set's real messages, and construct by construct; and the
-guards' verdicts are compared with the prefilter and without it (as without google-re2).
+:class:`CandidatePatterns` lets the typed-call finder skip every shape that RE2's looser
+copy says cannot match, and :class:`CandidateWords` lets the claim finder skip every
+pattern none of whose needed words occur. A copy that matched less than its pattern, or
+a word set that missed a word, would silently drop a finding, so both are checked
+against what they stand for on generated texts, on the dev set's real messages, and
+construct by construct (the converter also on the claim patterns, the richest regexes
+the guards have); and the guards' verdicts are compared with the prefilters and without
+them (as without google-re2).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from guardtrace.collectors.replies.candidate_patterns import (
     EVERY,
     UNFOLDED_LETTERS,
     CandidatePatterns,
+    CandidateWords,
     looser_re2,
 )
 from guardtrace.collectors.replies.claim_patterns import claim_patterns
@@ -32,8 +36,10 @@ from tests.support.realdata import conversations
 CLAIM_PATTERNS = [pattern for pattern, *_ in claim_patterns()]
 SHAPE_PATTERNS = list(text_tool_calls._SHAPE_PATTERNS)
 ALL_PATTERNS = CLAIM_PATTERNS + SHAPE_PATTERNS
-CLAIM_SET = CandidatePatterns(CLAIM_PATTERNS)
+CLAIM_SET = CandidatePatterns(CLAIM_PATTERNS)  # the converter's hardest inputs
 SHAPE_SET = CandidatePatterns(SHAPE_PATTERNS)
+NEEDED = sorted({word for *_, needs, _ in claim_patterns() for word in needs})
+CLAIM_WORDS = CandidateWords(NEEDED)
 
 
 def _looser_matches(pattern: re.Pattern[str], text: str) -> bool:
@@ -45,15 +51,15 @@ def _looser_matches(pattern: re.Pattern[str], text: str) -> bool:
 @contextmanager
 def without_prefilter() -> Iterator[None]:
     """The guards as they run without google-re2: every pattern a candidate."""
-    saved = claims._claim_candidates, text_tool_calls._shape_candidates
-    every_claim = CandidatePatterns(CLAIM_PATTERNS, use_re2=False)
+    saved = claims._claim_words, text_tool_calls._shape_candidates
+    every_word = CandidateWords(NEEDED, use_re2=False)
     every_shape = CandidatePatterns(SHAPE_PATTERNS, use_re2=False)
-    claims._claim_candidates = lambda: every_claim
+    claims._claim_words = lambda: every_word
     text_tool_calls._shape_candidates = lambda: every_shape
     try:
         yield
     finally:
-        claims._claim_candidates, text_tool_calls._shape_candidates = saved
+        claims._claim_words, text_tool_calls._shape_candidates = saved
 
 
 # -- the conversion, construct by construct ------------------------------------------------
@@ -110,30 +116,62 @@ def test_every_claim_and_typed_call_pattern_is_converted() -> None:
 
 # -- texts RE2 cannot read as Python does --------------------------------------------------
 
-def test_only_the_pinned_letters_fold_to_ascii_in_python_and_not_in_re2() -> None:
+def test_only_the_pinned_letters_are_ascii_to_python_and_not_to_re2() -> None:
     python, copy = re.compile("[a-z]", re.IGNORECASE), re2.compile("(?i)[a-z]")
-    differ = {chr(code) for code in range(0x80, 0x10000) if not 0xD800 <= code <= 0xDFFF
-              and python.fullmatch(chr(code)) and not copy.fullmatch(chr(code))}
+    ascii_letters = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    differ = set()
+    for code in range(0x80, 0x10000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        folds_apart = bool(python.fullmatch(char)) and not copy.fullmatch(char)
+        # Taken for a letter by either engine, yet no ASCII word character to RE2's \b.
+        lowers_to_ascii = bool(ascii_letters & set(char.lower()))
+        if folds_apart or lowers_to_ascii or (python.fullmatch(char) and copy.fullmatch(char)):
+            differ.add(char)
     assert differ == set(UNFOLDED_LETTERS)
 
 
 @pytest.mark.parametrize("text", ["İ've cancelled it", "ı've cancelled it",
+                                  "I'ſe cancelled it", "\u212aindly hold on",
                                   "I've cancelled it \ud800"])
 def test_a_text_re2_cannot_read_as_python_does_is_not_prefiltered(text: str) -> None:
-    assert CLAIM_SET.which(text) is EVERY
+    assert SHAPE_SET.which(text) is EVERY
+    assert CLAIM_WORDS.which(text) is EVERY
 
 
-def test_without_re2_every_pattern_is_a_candidate() -> None:
-    candidates = CandidatePatterns(CLAIM_PATTERNS, use_re2=False)
-    assert candidates.which("nothing to see") is EVERY
+def test_without_re2_everything_is_a_candidate() -> None:
+    assert CandidatePatterns(SHAPE_PATTERNS, use_re2=False).which("nothing") is EVERY
+    assert CandidateWords(NEEDED, use_re2=False).which("nothing") is EVERY
     assert candidate_patterns.RE2_AVAILABLE  # the test extra installs it: both ways run
 
 
-def test_a_reply_with_no_claim_leaves_no_claim_pattern_to_run() -> None:
-    found = CLAIM_SET.which(
-        "Here are the flights. HAT220 leaves at 19:20 and costs $288. Which one works?")
-    assert all(i not in found for i in range(len(CLAIM_PATTERNS)))
-    assert CLAIM_SET.which("I've cancelled your booking.") != frozenset()
+def test_a_reply_with_no_typed_call_leaves_no_shape_to_run() -> None:
+    found = SHAPE_SET.which(
+        "Here are the flights. HAT220 leaves at 19:20 and costs $288 (economy). Which one?")
+    assert all(i not in found for i in range(len(SHAPE_PATTERNS)))
+    assert SHAPE_SET.which('{"name": "search_flights", "arguments": {}}') != frozenset()
+
+
+def _holds(text: str, word: str) -> bool:
+    return claims._Reading(text).holds_any((word,))
+
+
+@pytest.mark.parametrize(("text", "word"), [
+    ("I   am\nchecking", "i am"),  # any whitespace run is one space
+    ("I\u00a0AM checking", "i am"),  # a non-ASCII space too
+    ("Right NOW.", "\\bnow\\b"),
+    ("as per the rules", "per "),
+    ("- item", "-"),
+])
+def test_the_word_set_finds_what_the_substring_tests_find(text: str, word: str) -> None:
+    assert _holds(text, word)
+    assert word in CandidateWords([word]).which(text)
+
+
+def test_a_word_inside_a_longer_word_is_no_whole_word() -> None:
+    assert "\\bnow\\b" not in CandidateWords(["\\bnow\\b"]).which("let me know")
+    assert not _holds("let me know", "\\bnow\\b")
 
 
 # -- the copies against their patterns -----------------------------------------------------
@@ -159,6 +197,11 @@ def test_a_copy_matches_wherever_its_pattern_matches(text: str) -> None:
         for index, pattern in enumerate(patterns):
             if pattern.search(text):
                 assert index in found, (pattern.pattern[:80], text)
+    words = CLAIM_WORDS.which(text)
+    reading = claims._Reading(text)
+    for word in NEEDED:
+        if reading.holds_any((word,)):
+            assert word in words, (word, text)
 
 
 def _dev_texts() -> Iterator[str]:
@@ -168,8 +211,8 @@ def _dev_texts() -> Iterator[str]:
                 yield message["content"]
 
 
-def test_on_the_dev_sets_messages_no_matching_pattern_is_skipped() -> None:
-    skipped_could_match = []
+def test_on_the_dev_sets_messages_nothing_that_occurs_is_skipped() -> None:
+    skipped = []
     checked = 0
     for text in _dev_texts():
         masked = claims.mask_quoted(text)
@@ -177,10 +220,13 @@ def test_on_the_dev_sets_messages_no_matching_pattern_is_skipped() -> None:
                                       (SHAPE_PATTERNS, SHAPE_SET.which(text), text)):
             for index, pattern in enumerate(patterns):
                 if index not in found and pattern.search(seen):
-                    skipped_could_match.append((pattern.pattern[:60], seen[:80]))
+                    skipped.append((pattern.pattern[:60], seen[:80]))
+        words, reading = CLAIM_WORDS.which(masked), claims._Reading(masked)
+        skipped += [(word, masked[:80]) for word in NEEDED
+                    if word not in words and reading.holds_any((word,))]
         checked += 1
     assert checked > 5_000
-    assert skipped_could_match == []
+    assert skipped == []
 
 
 def test_the_guards_verdicts_on_the_dev_set_are_the_same_without_the_prefilter() -> None:
