@@ -7,8 +7,8 @@ placed by trace id (the partition Kafka's default partitioner gives the id, as w
 Collector's ``partition_traces_by_id``), so one trace stays in one partition and one
 consumer sees all of it in order; the traces of an export bound for the same partition
 share messages of a few dozen spans (each keyed by its first trace), since a message's
-fixed cost in the producer is most of what a small trace costs to send. Log records of a trace are keyed by its id, so
-a GenAI log event lands in the partition of its span.
+fixed cost in the producer is most of what a small trace costs to send. Log records of
+a trace are keyed by its id, so a GenAI log event lands in the partition of its span.
 """
 
 from __future__ import annotations
@@ -138,12 +138,11 @@ class KafkaSpanExporter(SpanExporter):
                 ok = _send_all(self._producer, self._topic, keys[trace_id], split,
                                "spans") and ok
             return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
-        # The traces bound for one partition travel in one message: each trace still lands
-        # in the partition of its id, and a message's fixed cost in the producer (most of
-        # a small trace's export) is paid once per partition, not once per trace.
-        # A message holds whole traces, up to _SPANS_PER_MESSAGE spans unless one trace
-        # alone has more: small enough that a consumer's poll holds as many records as
-        # before, large enough that the fixed cost is shared by dozens of spans.
+        # The traces bound for one partition share messages: each trace still lands in
+        # the partition of its id, and a message's fixed cost in the producer (most of a
+        # small trace's export) is shared. A message holds whole traces, up to
+        # _SPANS_PER_MESSAGE spans unless one trace alone has more: large enough to share
+        # that cost among dozens of spans, small enough to keep a consumer's poll small.
         packing: dict[int, tuple[bytes, list[ReadableSpan]]] = {}
         for trace_id, group in by_trace.items():
             partition = partition_for(keys[trace_id], partitions)
