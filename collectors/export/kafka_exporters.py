@@ -92,11 +92,18 @@ def _partition(kafka: Any, topic: str, key: bytes | None) -> int | None:
     computed here); None leaves it to ``send``: no key, or no partitions known yet."""
     if key is None:
         return None
+    partitions = _known_partitions(kafka, topic)
+    return partition_for(key, partitions) if partitions else None
+
+
+def _known_partitions(kafka: Any, topic: str) -> list[int] | None:
+    """``topic``'s partitions, sorted as the partitioner sorts them; None before the
+    producer has their metadata (send() then waits for it)."""
     try:
         partitions = kafka.partitions_for(topic)
-    except Exception:  # noqa: BLE001 - no metadata yet: send() waits for it, as before
+    except Exception:  # noqa: BLE001 - no metadata yet
         return None
-    return partition_for(key, sorted(partitions)) if partitions else None
+    return sorted(partitions) if partitions else None
 
 
 def _delivery_failed(exc: BaseException, signal: str, items: int) -> None:
@@ -164,13 +171,7 @@ class KafkaSpanExporter(SpanExporter):
 
     def _partitions(self) -> list[int] | None:
         kafka = self._producer.get(wait_s=_CONNECT_WAIT_S)
-        if kafka is None:
-            return None
-        try:
-            found = kafka.partitions_for(self._topic)
-        except Exception:  # noqa: BLE001 - no metadata yet
-            return None
-        return sorted(found) if found else None
+        return None if kafka is None else _known_partitions(kafka, self._topic)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self._producer.flush(timeout_millis / 1000)

@@ -50,6 +50,7 @@ def one_trace_per_record(monkeypatch: pytest.MonkeyPatch) -> None:
     partition into one message; that is tested on its own, not here.)"""
     monkeypatch.setattr(kafka_exporters, "_SPANS_PER_MESSAGE", 1)
 
+
 BEFORE, DURING = size(ci=3_000, full=20_000), size(ci=1_000, full=10_000)
 OUTAGE_S = seconds(ci=4.0, full=30.0)
 # The consumer's backoff: 0.5 s doubling, at most 30 s (consumers/consumer.py).
